@@ -1,0 +1,80 @@
+// JobConfig: the typed configuration of an RL or on-policy-distillation job
+// (config kind `rl_job`), read from YAML such as configs/quickstart.yaml.
+//
+// The schema is the single description of the file: `flashroll config check`
+// validates with it, and ParseJobConfig reads only validated files, so every
+// error a user sees names the file, line and key. Defaults live here.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+
+namespace flashroll {
+
+struct JobConfig {
+  std::string name;
+  std::string store_path = "runs/job.db";
+
+  struct Model {
+    std::string path = "models/default";
+    int64_t threads = 2;
+  } model;
+
+  struct Tasks {
+    std::vector<std::string> families;
+    int64_t count = 64;
+    int64_t seed = 1;
+  } tasks;
+
+  struct Rollout {
+    std::string scaffold = "bash_block";  // bash_block | json_tools | xml_tools
+    int64_t max_turns = 8;
+    int64_t max_tokens = 1024;            // per sample, all turns together
+    double temperature = 0.7;
+    std::vector<int64_t> efforts = {100};  // reasoning effort b in [1, 100]
+  } rollout;
+
+  struct Sandbox {
+    std::string image = "host";
+    std::string net = "none";
+    uint64_t memory_bytes = 256ull << 20;
+    int64_t pids = 64;
+    double cpus = 0.5;
+    std::chrono::milliseconds exec_timeout{10000};
+  } sandbox;
+
+  struct Scheduler {
+    int64_t group_size = 8;         // G samples per (task, effort) group
+    int64_t max_in_flight = 32;     // samples generating at once
+    int64_t max_per_task = 16;      // samples of one task in flight
+    int64_t max_staleness = 1;      // policy versions a token may lag before it is masked
+    int64_t batch_groups = 4;       // groups per trainer batch
+  } scheduler;
+
+  struct Rewards {
+    double k0 = 0.2;        // length penalty scale at b = b_min
+    double c_max = 0.5;     // cap of the length penalty
+    double l_norm = 1024;   // reasoning-token normaliser
+    double lambda = 0.5;    // tau = lambda * (b_max - b_min)
+  } rewards;
+
+  struct Training {
+    int64_t steps = 4;
+  } training;
+};
+
+// The schema of `kind: rl_job` files.
+Schema JobConfigSchema();
+
+// Validates `file` against JobConfigSchema() and reads it. Errors read
+// "path:line: key.path: what is wrong".
+Result<JobConfig> ParseJobConfig(const ConfigFile& file);
+
+}  // namespace flashroll
