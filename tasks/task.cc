@@ -1,0 +1,74 @@
+#include "tasks/task.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "tasks/families/families.h"
+
+namespace flashroll {
+namespace {
+
+std::string Trim(const std::string& s) {
+  const char* ws = " \t\r\n";
+  size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+bool AsNumber(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  *out = std::strtod(s.c_str(), &end);
+  return errno == 0 && end == s.c_str() + s.size() && std::isfinite(*out);
+}
+
+bool SameAnswer(const std::string& got, const std::string& expected) {
+  const std::string a = Trim(got), b = Trim(expected);
+  if (a == b) return true;
+  double x = 0, y = 0;
+  return AsNumber(a, &x) && AsNumber(b, &y) && std::fabs(x - y) <= 1e-9 * std::max(1.0, std::fabs(y));
+}
+
+}  // namespace
+
+Verdict VerifyTask(const Task& task, const std::string& final_answer, Workspace& workspace) {
+  std::string got = final_answer;
+  if (!task.answer_file.empty()) {
+    auto contents = workspace.ReadFile(task.answer_file);
+    if (!contents.ok()) return {false, task.answer_file + " was not written"};
+    got = *contents;
+  }
+  if (SameAnswer(got, task.answer)) return {true, ""};
+  std::string shown = Trim(got);
+  if (shown.size() > 80) shown = shown.substr(0, 80) + "...";
+  return {false, "expected '" + task.answer + "', got '" + shown + "'"};
+}
+
+Status PrepareWorkspace(const Task& task, Workspace& workspace) {
+  for (const TaskFile& file : task.files) {
+    FR_RETURN_IF_ERROR(workspace.WriteFile(file.path, file.contents).Wrap("task " + task.id));
+  }
+  return Status::Ok();
+}
+
+std::vector<const TaskFamily*> TaskFamilies() {
+  return {&families::Arithmetic(), &families::FileSum(), &families::FindLine(),
+          &families::LookupChain()};
+}
+
+const TaskFamily* FindTaskFamily(const std::string& name) {
+  for (const TaskFamily* family : TaskFamilies()) {
+    if (name == family->name()) return family;
+  }
+  return nullptr;
+}
+
+namespace families {
+std::string TaskId(const char* family, uint64_t seed, int difficulty) {
+  return std::string(family) + "-" + std::to_string(seed) + "-d" + std::to_string(difficulty);
+}
+}  // namespace families
+
+}  // namespace flashroll

@@ -1,0 +1,77 @@
+// Task and TaskFamily: what an agent is asked to do, and how it is checked.
+//
+// A Task is a problem statement plus the files its working directory starts
+// with and the expected answer. A TaskFamily generates fresh instances from a
+// seed at a difficulty, writes a reference solution (the tool calls an expert
+// would make; used to synthesise demonstrations) and verifies an outcome
+// programmatically. Families are registered in one table (FindTaskFamily);
+// nothing switches on a family's name.
+//
+// Thread safety: families are stateless and may be shared across threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "tasks/workspace.h"
+
+namespace flashroll {
+
+struct TaskFile {
+  std::string path;  // relative to the working directory
+  std::string contents;
+};
+
+struct Task {
+  std::string family;
+  std::string id;           // "<family>-<seed>", names this instance everywhere
+  int difficulty = 1;       // 1 (easiest) .. 5
+  std::string prompt;       // the user's message
+  std::vector<TaskFile> files;
+  std::string answer;       // the expected final answer or file contents
+  std::string answer_file;  // when set, the answer is read from this file, not the final message
+};
+
+// One step of a reference solution: what the expert thinks, then runs.
+struct SolutionStep {
+  std::string thought;
+  std::string command;  // a bash command line
+};
+
+struct Verdict {
+  bool success = false;
+  std::string reason;  // why it failed, for logs and the trajectory record
+};
+
+class TaskFamily {
+ public:
+  virtual ~TaskFamily() = default;
+  virtual const char* name() const = 0;
+  // A one-line description for --help and docs.
+  virtual const char* summary() const = 0;
+  // A fresh instance; the same (seed, difficulty) always gives the same task.
+  virtual Task Generate(uint64_t seed, int difficulty) const = 0;
+  // The tool calls that solve `task`, in order. Each step after the first may
+  // depend on earlier outputs, so a step is produced from those outputs.
+  // Returns an empty command when the solution is complete.
+  virtual SolutionStep NextStep(const Task& task, const std::vector<std::string>& outputs) const = 0;
+  // The final answer an expert gives after the steps, from their outputs.
+  virtual std::string FinalAnswer(const Task& task, const std::vector<std::string>& outputs) const = 0;
+};
+
+// Checks an outcome: the final answer (or the task's answer_file read from
+// `workspace`) must equal the expected answer after trimming whitespace;
+// numbers compare numerically ("42" == "42.0").
+Verdict VerifyTask(const Task& task, const std::string& final_answer, Workspace& workspace);
+
+// Writes the task's starting files into `workspace`.
+Status PrepareWorkspace(const Task& task, Workspace& workspace);
+
+// The registered families; nullptr for an unknown name.
+const TaskFamily* FindTaskFamily(const std::string& name);
+std::vector<const TaskFamily*> TaskFamilies();
+
+}  // namespace flashroll
