@@ -18,6 +18,10 @@
 #define FLASHROLL_WIRE_TASKS 1
 #include "tasks/commands.h"
 #endif
+#if FLASHROLL_HAVE_ROLLOUT && __has_include("rollout/commands.h")
+#define FLASHROLL_WIRE_ROLLOUT 1
+#include "rollout/commands.h"
+#endif
 #if FLASHROLL_HAVE_SCHEDULER && __has_include("scheduler/commands.h")
 #define FLASHROLL_WIRE_SCHEDULER 1
 #include "scheduler/commands.h"
@@ -50,6 +54,9 @@ int main(int argc, char** argv) {
 #endif
 #if FLASHROLL_WIRE_TASKS
   flashroll::RegisterTasksCommands(registry);
+#endif
+#if FLASHROLL_WIRE_ROLLOUT
+  flashroll::RegisterRolloutCommands(registry);
 #endif
 #if FLASHROLL_WIRE_SCHEDULER
   flashroll::RegisterSchedulerCommands(registry);
