@@ -70,7 +70,9 @@ int RunDemos(const std::vector<std::string>& args) {
   std::vector<std::string> lines(n);
   std::vector<Status> failures(n);
   std::vector<int> successes(n, 0);
-  Progress progress("demos", n, ProgressOptions{.unit = "trajectories"});
+  ProgressOptions progress_options;
+  progress_options.unit = "trajectories";
+  Progress progress("demos", n, progress_options);
   ThreadPool pool(static_cast<size_t>(threads));
   pool.ParallelFor(n, [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {

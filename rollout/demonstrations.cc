@@ -98,7 +98,7 @@ Result<Demonstration> SynthesizeDemonstration(const TaskFamily& family, const Ta
       reasoning = Goal(task);
       AddSentences(rng, PlanningSentences(), first_sentences, &reasoning);
     } else {
-      reasoning = "The output was: " + FirstLine(run.steps[i - 1].result.stdout_text);
+      reasoning = "The output was: " + FirstLine(run.steps[i - 1].result.stdout_text) + ".";
       AddSentences(rng, CheckingSentences(), later_sentences, &reasoning);
     }
     reasoning += " " + step.step.thought;
@@ -108,7 +108,7 @@ Result<Demonstration> SynthesizeDemonstration(const TaskFamily& family, const Ta
   }
   std::string reasoning = run.steps.empty()
                               ? Goal(task)
-                              : "The output was: " + FirstLine(run.steps.back().result.stdout_text);
+                              : "The output was: " + FirstLine(run.steps.back().result.stdout_text) + ".";
   AddSentences(rng, CheckingSentences(), later_sentences, &reasoning);
   reasoning += " The answer is " + run.final_answer + ".";
   demo.reasoning_chars += reasoning.size();
