@@ -1,0 +1,439 @@
+#include "common/store.h"
+
+#include <chrono>
+#include <utility>
+
+namespace flashroll::store {
+namespace {
+
+using sqlite::Database;
+using sqlite::Statement;
+using sqlite::Transaction;
+
+// Schema version 1. Times are Unix milliseconds (UTC); JSON columns are
+// checked with json_valid so that garbage fails at write time, not when the
+// trainer reads it. Every foreign-key column leads some index, so cascading
+// deletes and "rows of X" lookups never scan.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE jobs (
+  id            INTEGER PRIMARY KEY,
+  name          TEXT NOT NULL UNIQUE,
+  config_yaml   TEXT NOT NULL,
+  status        TEXT NOT NULL CHECK (status IN ('running', 'paused', 'completed', 'failed')),
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL
+);
+
+CREATE TABLE tasks (
+  id            INTEGER PRIMARY KEY,
+  job_id        INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  family        TEXT NOT NULL,
+  source_key    TEXT NOT NULL,
+  problem_json  TEXT NOT NULL CHECK (json_valid(problem_json)),
+  verifier_json TEXT NOT NULL CHECK (json_valid(verifier_json)),
+  difficulty    REAL,
+  created_at_ms INTEGER NOT NULL,
+  UNIQUE (job_id, family, source_key)
+);
+
+CREATE TABLE samples (
+  id                   INTEGER PRIMARY KEY,
+  job_id               INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  task_id              INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+  group_id             INTEGER NOT NULL,
+  effort               INTEGER NOT NULL CHECK (effort BETWEEN 1 AND 100),
+  scaffold             TEXT NOT NULL,
+  status               TEXT NOT NULL
+                       CHECK (status IN ('queued', 'running', 'completed', 'failed', 'aborted')),
+  first_policy_version INTEGER,
+  last_policy_version  INTEGER,
+  reward               REAL,
+  advantage            REAL,
+  reasoning_tokens     INTEGER,
+  total_tokens         INTEGER,
+  error                TEXT,
+  queued_at_ms         INTEGER NOT NULL,
+  started_at_ms        INTEGER,
+  finished_at_ms       INTEGER,
+  generate_ms          INTEGER,
+  tool_ms              INTEGER,
+  verify_ms            INTEGER
+);
+CREATE INDEX samples_job_status ON samples (job_id, status);
+CREATE INDEX samples_job_group ON samples (job_id, group_id);
+CREATE INDEX samples_task ON samples (task_id);
+
+CREATE TABLE turns (
+  sample_id        INTEGER NOT NULL REFERENCES samples (id) ON DELETE CASCADE,
+  turn_index       INTEGER NOT NULL CHECK (turn_index >= 0),
+  role             TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+  token_ids        BLOB NOT NULL
+                   CHECK (typeof(token_ids) = 'blob' AND length(token_ids) % 4 = 0),
+  policy_versions  BLOB
+                   CHECK (policy_versions IS NULL OR (typeof(policy_versions) = 'blob'
+                          AND length(policy_versions) = length(token_ids))),
+  text             TEXT NOT NULL,
+  tool_call_json   TEXT CHECK (tool_call_json IS NULL OR json_valid(tool_call_json)),
+  tool_result_json TEXT CHECK (tool_result_json IS NULL OR json_valid(tool_result_json)),
+  PRIMARY KEY (sample_id, turn_index)
+);
+
+CREATE TABLE weight_versions (
+  job_id        INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  version       INTEGER NOT NULL CHECK (version >= 0),
+  path          TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  PRIMARY KEY (job_id, version)
+) WITHOUT ROWID;
+
+CREATE TABLE sandbox_events (
+  id          INTEGER PRIMARY KEY,
+  sandbox_id  TEXT NOT NULL,
+  sample_id   INTEGER REFERENCES samples (id) ON DELETE SET NULL,
+  kind        TEXT NOT NULL,
+  detail_json TEXT NOT NULL CHECK (json_valid(detail_json)),
+  at_ms       INTEGER NOT NULL
+);
+CREATE INDEX sandbox_events_sandbox ON sandbox_events (sandbox_id, at_ms);
+CREATE INDEX sandbox_events_sample ON sandbox_events (sample_id) WHERE sample_id IS NOT NULL;
+CREATE INDEX sandbox_events_kind ON sandbox_events (kind, at_ms);
+)sql";
+
+// int32 little-endian, whatever the host order, so a store file moves
+// between machines.
+std::vector<uint8_t> EncodeInt32s(std::span<const int32_t> values) {
+  std::vector<uint8_t> bytes(values.size() * 4);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const auto v = static_cast<uint32_t>(values[i]);
+    bytes[4 * i] = static_cast<uint8_t>(v);
+    bytes[4 * i + 1] = static_cast<uint8_t>(v >> 8);
+    bytes[4 * i + 2] = static_cast<uint8_t>(v >> 16);
+    bytes[4 * i + 3] = static_cast<uint8_t>(v >> 24);
+  }
+  return bytes;
+}
+
+Result<std::vector<int32_t>> DecodeInt32s(const std::vector<uint8_t>& bytes, std::string_view what) {
+  if (bytes.size() % 4 != 0) {
+    return Status::Corruption(std::string(what) + ": blob of " + std::to_string(bytes.size()) +
+                              " bytes is not a whole number of int32");
+  }
+  std::vector<int32_t> values(bytes.size() / 4);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint32_t v = uint32_t{bytes[4 * i]} | uint32_t{bytes[4 * i + 1]} << 8 |
+                       uint32_t{bytes[4 * i + 2]} << 16 | uint32_t{bytes[4 * i + 3]} << 24;
+    values[i] = static_cast<int32_t>(v);
+  }
+  return values;
+}
+
+Result<TurnRole> ParseTurnRole(std::string_view name) {
+  for (TurnRole role : {TurnRole::kSystem, TurnRole::kUser, TurnRole::kAssistant, TurnRole::kTool}) {
+    if (name == TurnRoleName(role)) return role;
+  }
+  return Status::Corruption("unknown turn role \"" + std::string(name) + "\"");
+}
+
+bool IsFinal(SampleStatus status) {
+  return status == SampleStatus::kCompleted || status == SampleStatus::kFailed ||
+         status == SampleStatus::kAborted;
+}
+
+// The stored status of a sample; kNotFound when there is no such sample.
+Result<std::string> StoredSampleStatus(Database& db, int64_t sample_id) {
+  FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT status FROM samples WHERE id = ?1"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, sample_id));
+  FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return Status::NotFound("no sample " + std::to_string(sample_id));
+  return stmt.ColumnText(0);
+}
+
+constexpr const char* kInsertTurnSql =
+    "INSERT INTO turns (sample_id, turn_index, role, token_ids, policy_versions, text, tool_call_json,"
+    " tool_result_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+// Binds and runs kInsertTurnSql for one turn; `stmt` is reset for reuse.
+Status InsertTurn(Statement& stmt, const Turn& turn) {
+  const std::string what = "append turn " + std::to_string(turn.turn_index) + " of sample " +
+                           std::to_string(turn.sample_id);
+  if (!turn.policy_versions.empty() && turn.policy_versions.size() != turn.token_ids.size()) {
+    return Status::InvalidArgument(what + ": " + std::to_string(turn.policy_versions.size()) +
+                                   " policy versions for " + std::to_string(turn.token_ids.size()) +
+                                   " tokens (want none or one per token)");
+  }
+  stmt.Reset();
+  Status status = stmt.Bind(1, turn.sample_id);
+  if (status.ok()) status = stmt.Bind(2, turn.turn_index);
+  if (status.ok()) status = stmt.Bind(3, TurnRoleName(turn.role));
+  if (status.ok()) status = stmt.Bind(4, EncodeInt32s(turn.token_ids));
+  if (status.ok()) {
+    status = turn.policy_versions.empty() ? stmt.Bind(5, nullptr) : stmt.Bind(5, EncodeInt32s(turn.policy_versions));
+  }
+  if (status.ok()) status = stmt.Bind(6, turn.text);
+  if (status.ok()) status = stmt.Bind(7, turn.tool_call_json);
+  if (status.ok()) status = stmt.Bind(8, turn.tool_result_json);
+  if (status.ok()) status = stmt.Run();
+  return status.Wrap(what);
+}
+
+}  // namespace
+
+const std::vector<sqlite::Migration>& Migrations() {
+  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}};
+  return migrations;
+}
+
+Result<std::unique_ptr<Database>> OpenStore(const std::string& path, const sqlite::DatabaseOptions& options) {
+  FR_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path, options));
+  FR_RETURN_IF_ERROR(sqlite::Migrate(*db, Migrations()));
+  return db;
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+const char* JobStatusName(JobStatus status) {
+  switch (status) {
+    case JobStatus::kRunning: return "running";
+    case JobStatus::kPaused: return "paused";
+    case JobStatus::kCompleted: return "completed";
+    case JobStatus::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+const char* SampleStatusName(SampleStatus status) {
+  switch (status) {
+    case SampleStatus::kQueued: return "queued";
+    case SampleStatus::kRunning: return "running";
+    case SampleStatus::kCompleted: return "completed";
+    case SampleStatus::kFailed: return "failed";
+    case SampleStatus::kAborted: return "aborted";
+  }
+  return "unknown";
+}
+
+const char* TurnRoleName(TurnRole role) {
+  switch (role) {
+    case TurnRole::kSystem: return "system";
+    case TurnRole::kUser: return "user";
+    case TurnRole::kAssistant: return "assistant";
+    case TurnRole::kTool: return "tool";
+  }
+  return "unknown";
+}
+
+const char* SandboxEventKindName(SandboxEventKind kind) {
+  switch (kind) {
+    case SandboxEventKind::kCreated: return "created";
+    case SandboxEventKind::kDestroyed: return "destroyed";
+    case SandboxEventKind::kOom: return "oom";
+    case SandboxEventKind::kPid1Exit: return "pid1_exit";
+    case SandboxEventKind::kRootfsDamage: return "rootfs_damage";
+  }
+  return "unknown";
+}
+
+Result<int64_t> CreateJob(Database& db, std::string_view name, std::string_view config_yaml) {
+  const std::string what = "create job \"" + std::string(name) + "\"";
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("INSERT INTO jobs (name, config_yaml, status, created_at_ms, updated_at_ms)"
+                                 " VALUES (?1, ?2, 'running', ?3, ?3)"));
+  Status status = stmt.Bind(1, name);
+  if (status.ok()) status = stmt.Bind(2, config_yaml);
+  if (status.ok()) status = stmt.Bind(3, NowMs());
+  if (status.ok()) status = stmt.Run();
+  if (!status.ok()) return status.Wrap(what);
+  return db.LastInsertRowId();
+}
+
+Status SetJobStatus(Database& db, int64_t job_id, JobStatus job_status) {
+  const std::string what = "set status of job " + std::to_string(job_id);
+  FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("UPDATE jobs SET status = ?2, updated_at_ms = ?3 WHERE id = ?1"));
+  Status status = stmt.Bind(1, job_id);
+  if (status.ok()) status = stmt.Bind(2, JobStatusName(job_status));
+  if (status.ok()) status = stmt.Bind(3, NowMs());
+  if (status.ok()) status = stmt.Run();
+  if (!status.ok()) return status.Wrap(what);
+  if (db.Changes() == 0) return Status::NotFound(what + ": no such job");
+  return Status::Ok();
+}
+
+Result<int64_t> InsertTask(Database& db, const NewTask& task) {
+  const std::string what = "insert task " + task.family + "/" + task.source_key + " of job " +
+                           std::to_string(task.job_id);
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("INSERT INTO tasks (job_id, family, source_key, problem_json, verifier_json,"
+                                 " difficulty, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"));
+  Status status = stmt.Bind(1, task.job_id);
+  if (status.ok()) status = stmt.Bind(2, task.family);
+  if (status.ok()) status = stmt.Bind(3, task.source_key);
+  if (status.ok()) status = stmt.Bind(4, task.problem_json);
+  if (status.ok()) status = stmt.Bind(5, task.verifier_json);
+  if (status.ok()) status = stmt.Bind(6, task.difficulty);
+  if (status.ok()) status = stmt.Bind(7, NowMs());
+  if (status.ok()) status = stmt.Run();
+  if (!status.ok()) return status.Wrap(what);
+  return db.LastInsertRowId();
+}
+
+Result<int64_t> InsertSample(Database& db, const NewSample& sample) {
+  const std::string what = "insert sample of task " + std::to_string(sample.task_id);
+  if (sample.effort < 1 || sample.effort > 100) {
+    return Status::InvalidArgument(what + ": effort " + std::to_string(sample.effort) + " is outside 1..100");
+  }
+  // The job comes from the task, so a sample can never name another job.
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("INSERT INTO samples (job_id, task_id, group_id, effort, scaffold, status,"
+                                 " queued_at_ms) SELECT job_id, id, ?2, ?3, ?4, 'queued', ?5 FROM tasks"
+                                 " WHERE id = ?1"));
+  Status status = stmt.Bind(1, sample.task_id);
+  if (status.ok()) status = stmt.Bind(2, sample.group_id);
+  if (status.ok()) status = stmt.Bind(3, sample.effort);
+  if (status.ok()) status = stmt.Bind(4, sample.scaffold);
+  if (status.ok()) status = stmt.Bind(5, NowMs());
+  if (status.ok()) status = stmt.Run();
+  if (!status.ok()) return status.Wrap(what);
+  if (db.Changes() == 0) return Status::NotFound(what + ": no such task");
+  return db.LastInsertRowId();
+}
+
+Status StartSample(Database& db, int64_t sample_id) {
+  const std::string what = "start sample " + std::to_string(sample_id);
+  FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("UPDATE samples SET status = 'running', started_at_ms = ?2"
+                                                 " WHERE id = ?1 AND status = 'queued'"));
+  Status status = stmt.Bind(1, sample_id);
+  if (status.ok()) status = stmt.Bind(2, NowMs());
+  if (status.ok()) status = stmt.Run();
+  if (!status.ok()) return status.Wrap(what);
+  if (db.Changes() == 1) return Status::Ok();
+  Result<std::string> stored = StoredSampleStatus(db, sample_id);
+  if (!stored.ok()) return stored.status().Wrap(what);
+  return Status::FailedPrecondition(what + ": sample is " + *stored + ", not queued");
+}
+
+Status AppendTurn(Database& db, const Turn& turn) {
+  FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare(kInsertTurnSql));
+  return InsertTurn(stmt, turn);
+}
+
+Result<std::vector<Turn>> LoadTurns(Database& db, int64_t sample_id) {
+  const std::string what = "load turns of sample " + std::to_string(sample_id);
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("SELECT turn_index, role, token_ids, policy_versions, text, tool_call_json,"
+                                 " tool_result_json FROM turns WHERE sample_id = ?1 ORDER BY turn_index"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, sample_id));
+  std::vector<Turn> turns;
+  while (true) {
+    Result<bool> row = stmt.Step();
+    if (!row.ok()) return row.status().Wrap(what);
+    if (!*row) break;
+    Turn turn;
+    turn.sample_id = sample_id;
+    turn.turn_index = static_cast<int>(stmt.ColumnInt64(0));
+    const std::string where = what + ": turn " + std::to_string(turn.turn_index);
+    Result<TurnRole> role = ParseTurnRole(stmt.ColumnText(1));
+    if (!role.ok()) return role.status().Wrap(where);
+    turn.role = *role;
+    FR_ASSIGN_OR_RETURN(turn.token_ids, DecodeInt32s(stmt.ColumnBlob(2), where + " token_ids"));
+    FR_ASSIGN_OR_RETURN(turn.policy_versions, DecodeInt32s(stmt.ColumnBlob(3), where + " policy_versions"));
+    turn.text = stmt.ColumnText(4);
+    if (!stmt.IsNull(5)) turn.tool_call_json = stmt.ColumnText(5);
+    if (!stmt.IsNull(6)) turn.tool_result_json = stmt.ColumnText(6);
+    turns.push_back(std::move(turn));
+  }
+  return turns;
+}
+
+Status CompleteSample(Database& db, const SampleOutcome& outcome, std::span<const Turn> turns) {
+  const std::string what = "complete sample " + std::to_string(outcome.sample_id);
+  if (!IsFinal(outcome.status)) {
+    return Status::InvalidArgument(what + ": status " + SampleStatusName(outcome.status) + " is not final");
+  }
+  Result<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return txn.status().Wrap(what);
+  Result<std::string> stored = StoredSampleStatus(db, outcome.sample_id);
+  if (!stored.ok()) return stored.status().Wrap(what);
+  if (*stored != SampleStatusName(SampleStatus::kQueued) && *stored != SampleStatusName(SampleStatus::kRunning)) {
+    return Status::FailedPrecondition(what + ": sample already " + *stored);
+  }
+  FR_ASSIGN_OR_RETURN(Statement insert, db.Prepare(kInsertTurnSql));
+  for (const Turn& turn : turns) {
+    if (turn.sample_id != outcome.sample_id) {
+      return Status::InvalidArgument(what + ": turn " + std::to_string(turn.turn_index) + " belongs to sample " +
+                                     std::to_string(turn.sample_id));
+    }
+    Status status = InsertTurn(insert, turn);
+    if (!status.ok()) return status.Wrap(what);
+  }
+  FR_ASSIGN_OR_RETURN(Statement update,
+                      db.Prepare("UPDATE samples SET status = ?2, reward = ?3, first_policy_version = ?4,"
+                                 " last_policy_version = ?5, reasoning_tokens = ?6, total_tokens = ?7, error = ?8,"
+                                 " finished_at_ms = ?9, generate_ms = ?10, tool_ms = ?11, verify_ms = ?12"
+                                 " WHERE id = ?1"));
+  Status status = update.Bind(1, outcome.sample_id);
+  if (status.ok()) status = update.Bind(2, SampleStatusName(outcome.status));
+  if (status.ok()) status = update.Bind(3, outcome.reward);
+  if (status.ok()) status = update.Bind(4, outcome.first_policy_version);
+  if (status.ok()) status = update.Bind(5, outcome.last_policy_version);
+  if (status.ok()) status = update.Bind(6, outcome.reasoning_tokens);
+  if (status.ok()) status = update.Bind(7, outcome.total_tokens);
+  if (status.ok()) {
+    status = outcome.error.empty() ? update.Bind(8, nullptr) : update.Bind(8, outcome.error);
+  }
+  if (status.ok()) status = update.Bind(9, NowMs());
+  if (status.ok()) status = update.Bind(10, outcome.generate_ms);
+  if (status.ok()) status = update.Bind(11, outcome.tool_ms);
+  if (status.ok()) status = update.Bind(12, outcome.verify_ms);
+  if (status.ok()) status = update.Run();
+  if (status.ok()) status = txn->Commit();
+  return status.Wrap(what);
+}
+
+Status RecordAdvantages(Database& db, std::span<const SampleAdvantage> advantages) {
+  Result<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return txn.status().Wrap("record advantages");
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("UPDATE samples SET advantage = ?2 WHERE id = ?1 AND status = 'completed'"));
+  for (const SampleAdvantage& a : advantages) {
+    const std::string what = "record advantage of sample " + std::to_string(a.sample_id);
+    stmt.Reset();
+    Status status = stmt.Bind(1, a.sample_id);
+    if (status.ok()) status = stmt.Bind(2, a.advantage);
+    if (status.ok()) status = stmt.Run();
+    if (!status.ok()) return status.Wrap(what);
+    if (db.Changes() == 0) return Status::FailedPrecondition(what + ": no completed sample with that id");
+  }
+  return txn->Commit().Wrap("record advantages");
+}
+
+Status RecordWeightVersion(Database& db, int64_t job_id, int64_t version, std::string_view path) {
+  const std::string what = "record weight version " + std::to_string(version) + " of job " + std::to_string(job_id);
+  FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("INSERT INTO weight_versions (job_id, version, path, created_at_ms)"
+                                                 " VALUES (?1, ?2, ?3, ?4)"));
+  Status status = stmt.Bind(1, job_id);
+  if (status.ok()) status = stmt.Bind(2, version);
+  if (status.ok()) status = stmt.Bind(3, path);
+  if (status.ok()) status = stmt.Bind(4, NowMs());
+  if (status.ok()) status = stmt.Run();
+  return status.Wrap(what);
+}
+
+Result<int64_t> RecordSandboxEvent(Database& db, const SandboxEvent& event) {
+  const std::string what = std::string("record sandbox event ") + SandboxEventKindName(event.kind) + " of " +
+                           event.sandbox_id;
+  FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("INSERT INTO sandbox_events (sandbox_id, sample_id, kind,"
+                                                 " detail_json, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)"));
+  Status status = stmt.Bind(1, event.sandbox_id);
+  if (status.ok()) status = stmt.Bind(2, event.sample_id);
+  if (status.ok()) status = stmt.Bind(3, SandboxEventKindName(event.kind));
+  if (status.ok()) status = stmt.Bind(4, event.detail_json);
+  if (status.ok()) status = stmt.Bind(5, NowMs());
+  if (status.ok()) status = stmt.Run();
+  if (!status.ok()) return status.Wrap(what);
+  return db.LastInsertRowId();
+}
+
+}  // namespace flashroll::store
