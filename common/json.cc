@@ -189,8 +189,7 @@ Result<int64_t> JsonView::AsInt() const {
 
 Result<uint64_t> JsonView::AsUint() const {
   if (value_->is_number_unsigned()) return value_->get<uint64_t>();
-  if (value_->is_number_integer() ||
-      (value_->is_number_float() && value_->get<double>() < 0)) {
+  if (value_->is_number_integer() || (value_->is_number_float() && value_->get<double>() < 0)) {
     return Status::InvalidArgument(path_ + ": expected a non-negative integer, got " +
                                    value_->dump());
   }

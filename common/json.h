@@ -56,6 +56,8 @@ Status WriteJsonFileAtomic(const std::string& path, const Json& value, unsigned 
 class JsonView {
  public:
   JsonView(const Json& value, std::string path) : value_(&value), path_(std::move(path)) {}
+  // A view of a temporary would dangle at the end of the statement.
+  JsonView(Json&& value, std::string path) = delete;
 
   const Json& value() const { return *value_; }
   const std::string& path() const { return path_; }

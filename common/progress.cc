@@ -42,8 +42,12 @@ Progress::Progress(std::string label, uint64_t total, ProgressOptions options)
     : label_(std::move(label)), total_(total), options_(std::move(options)) {
   out_ = options_.out != nullptr ? options_.out : &std::cerr;
   switch (options_.mode) {
-    case ProgressOptions::Mode::kTty: tty_ = true; break;
-    case ProgressOptions::Mode::kPlain: tty_ = false; break;
+    case ProgressOptions::Mode::kTty:
+      tty_ = true;
+      break;
+    case ProgressOptions::Mode::kPlain:
+      tty_ = false;
+      break;
     case ProgressOptions::Mode::kAuto:
       tty_ = out_ == &std::cerr && ::isatty(STDERR_FILENO) == 1;
       break;
@@ -86,7 +90,9 @@ void Progress::Finish() {
   std::string line = label_ + ": finished " + std::to_string(count);
   if (total_ > 0) line += "/" + std::to_string(total_);
   line += " " + options_.unit + " in " + FormatDuration(elapsed);
-  if (seconds > 0) line += " (" + FormatRate(static_cast<double>(count) / seconds, options_.unit) + ")";
+  if (seconds > 0) {
+    line += " (" + FormatRate(static_cast<double>(count) / seconds, options_.unit) + ")";
+  }
   if (tty_) {
     *out_ << '\r' << line << "\x1b[K\n";
   } else {
@@ -110,8 +116,9 @@ std::string Progress::FormatLine(uint64_t count, std::chrono::steady_clock::time
                   100.0 * static_cast<double>(count) / static_cast<double>(total_));
     percent = buf;
     if (rate > 0 && count < total_) {
-      eta = "ETA " + FormatDuration(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::duration<double>(static_cast<double>(total_ - count) / rate)));
+      std::chrono::duration<double> remaining(static_cast<double>(total_ - count) / rate);
+      eta = "ETA " +
+            FormatDuration(std::chrono::duration_cast<std::chrono::nanoseconds>(remaining));
     }
   }
   std::string rate_text = rate > 0 ? FormatRate(rate, options_.unit) : "";

@@ -24,7 +24,7 @@ namespace flashroll {
 
 struct ProgressOptions {
   enum class Mode {
-    kAuto,   // kTty when writing to stderr and stderr is a terminal, else kPlain
+    kAuto,  // kTty when writing to stderr and stderr is a terminal, else kPlain
     kTty,
     kPlain,
   };

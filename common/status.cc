@@ -25,6 +25,13 @@ const char* CodeName(Code code) {
   return "unknown";
 }
 
+std::optional<Code> CodeFromName(std::string_view name) {
+  for (int i = static_cast<int>(Code::kOk) + 1; i <= static_cast<int>(Code::kInternal); ++i) {
+    if (name == CodeName(static_cast<Code>(i))) return static_cast<Code>(i);
+  }
+  return std::nullopt;
+}
+
 Status Status::FromErrno(int err, std::string_view what) {
   std::string message(what);
   message += ": ";
@@ -43,7 +50,8 @@ Status Status::FromErrno(int err, std::string_view what) {
     case ENFILE: code = Code::kResourceExhausted; break;
     case ETIMEDOUT: code = Code::kDeadlineExceeded; break;
     case EAGAIN:
-    case EBUSY: code = Code::kUnavailable; break;
+    case EBUSY:
+    case EADDRINUSE: code = Code::kUnavailable; break;
     case ENOSYS:
     case EOPNOTSUPP: code = Code::kUnimplemented; break;
     default: break;

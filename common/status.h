@@ -36,6 +36,9 @@ enum class Code {
 
 // Short stable name of a code, e.g. "invalid_argument"; used in JSON errors.
 const char* CodeName(Code code);
+// The code named `name` (the inverse of CodeName); nullopt for an unknown name
+// and for "ok", which never names an error.
+std::optional<Code> CodeFromName(std::string_view name);
 
 class [[nodiscard]] Status {
  public:

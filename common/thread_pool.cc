@@ -73,8 +73,8 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t)>
     std::atomic<size_t> next{0};
     std::mutex mu;
     std::condition_variable cv;
-    size_t done = 0;             // guarded by mu
-    std::exception_ptr error;    // guarded by mu: the first exception thrown by fn
+    size_t done = 0;           // guarded by mu
+    std::exception_ptr error;  // guarded by mu: the first exception thrown by fn
   };
   auto state = std::make_shared<State>();
   state->n = n;

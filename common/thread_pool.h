@@ -65,8 +65,8 @@ class ThreadPool {
   void WorkerLoop();
 
   std::mutex mu_;
-  std::condition_variable work_cv_;  // signalled when a task is queued or on shutdown
-  std::condition_variable idle_cv_;  // signalled when the pool may have become idle
+  std::condition_variable work_cv_;          // signalled when a task is queued or on shutdown
+  std::condition_variable idle_cv_;          // signalled when the pool may have become idle
   std::deque<std::function<void()>> queue_;  // guarded by mu_
   size_t active_ = 0;                        // guarded by mu_: tasks running now
   bool shutting_down_ = false;               // guarded by mu_

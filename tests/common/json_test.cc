@@ -51,9 +51,7 @@ TEST(JsonParse, EmptyAndTruncatedInputAreErrors) {
       << r.status().message();
 }
 
-TEST(JsonParse, TrailingGarbageIsAnError) {
-  EXPECT_FALSE(ParseJson("{} {}").ok());
-}
+TEST(JsonParse, TrailingGarbageIsAnError) { EXPECT_FALSE(ParseJson("{} {}").ok()); }
 
 TEST(JsonDump, InvalidUtf8IsReplacedNotThrown) {
   Json v = {{"out", std::string("ok\xff")}};

@@ -48,6 +48,15 @@ TEST(StatusTest, MacrosPropagate) {
   EXPECT_EQ(s.message(), "odd: 3");
 }
 
+TEST(StatusTest, CodeNamesRoundTrip) {
+  for (int i = 1; i <= static_cast<int>(Code::kInternal); ++i) {
+    const Code code = static_cast<Code>(i);
+    EXPECT_EQ(CodeFromName(CodeName(code)), code) << CodeName(code);
+  }
+  EXPECT_EQ(CodeFromName("ok"), std::nullopt);
+  EXPECT_EQ(CodeFromName("nonsense"), std::nullopt);
+}
+
 TEST(StatusTest, ResultFromOkStatusIsAnError) {
   Result<int> r{Status::Ok()};
   EXPECT_FALSE(r.ok());

@@ -1,0 +1,889 @@
+#include "common/http.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <thread>
+
+#include "common/log.h"
+
+namespace flashroll {
+namespace {
+
+constexpr size_t kMaxTokenFileBytes = 4096;
+// How much of a non-JSON error body is quoted in a Status message.
+constexpr size_t kErrorSnippetBytes = 200;
+// How much of an error reply GetStream keeps when streaming was refused.
+constexpr size_t kMaxErrorBodyBytes = 64 * 1024;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view TrimWhitespace(std::string_view s) {
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+  };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::multimap<std::string, std::string> LowerCaseHeaders(const httplib::Headers& headers) {
+  std::multimap<std::string, std::string> out;
+  for (const auto& [name, value] : headers) out.emplace(Lower(name), value);
+  return out;
+}
+
+std::optional<std::string> First(const std::multimap<std::string, std::string>& map,
+                                 const std::string& key) {
+  auto it = map.find(key);
+  if (it == map.end()) return std::nullopt;
+  return it->second;
+}
+
+// Compares in a time that does not depend on where the first difference is,
+// so a token cannot be guessed byte by byte from response times.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned diff = a.size() == b.size() ? 0 : 1;
+  size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+// Mirrors cpp-httplib 0.11's can_compress_content_type: the types it gzips
+// when the client accepts gzip.
+bool CompressedByHttplib(const std::string& content_type) {
+  if (content_type.rfind("text/", 0) == 0) return content_type != "text/event-stream";
+  return content_type == "image/svg+xml" || content_type == "application/javascript" ||
+         content_type == "application/json" || content_type == "application/xml" ||
+         content_type == "application/protobuf" || content_type == "application/xhtml+xml";
+}
+
+bool ValidParamName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// Turns "/v1/sandboxes/:id/files/*path" into the regex
+// "/v1/sandboxes/([^/]+)/files/(.+)" and the names {"id", "path"}.
+Status CompilePattern(std::string_view pattern, std::string* regex,
+                      std::vector<std::string>* names) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("route pattern \"" + std::string(pattern) + "\": " + why);
+  };
+  if (pattern.empty() || pattern[0] != '/') return bad("must start with '/'");
+  regex->clear();
+  names->clear();
+  size_t pos = 1;
+  bool done = false;
+  while (true) {
+    size_t slash = pattern.find('/', pos);
+    std::string_view segment =
+        pattern.substr(pos, slash == std::string_view::npos ? std::string_view::npos : slash - pos);
+    if (done) return bad("\"*name\" must be the last segment");
+    *regex += '/';
+    if (!segment.empty() && (segment[0] == ':' || segment[0] == '*')) {
+      std::string name(segment.substr(1));
+      if (!ValidParamName(name)) return bad("parameter names are letters, digits and '_'");
+      if (std::find(names->begin(), names->end(), name) != names->end()) {
+        return bad("parameter \"" + name + "\" appears twice");
+      }
+      names->push_back(name);
+      *regex += segment[0] == ':' ? "([^/]+)" : "(.+)";
+      done = segment[0] == '*';
+    } else {
+      for (char c : segment) {
+        if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) *regex += '\\';
+        *regex += c;
+      }
+    }
+    if (slash == std::string_view::npos) break;
+    pos = slash + 1;
+  }
+  return Status::Ok();
+}
+
+void WriteError(httplib::Response& res, const Status& status, int http_status = 0) {
+  res.status = http_status != 0 ? http_status : HttpStatusFromCode(status.code());
+  if (status.code() == Code::kUnauthenticated) res.set_header("WWW-Authenticate", "Bearer");
+  res.set_content(DumpJson(ErrorJson(status)), "application/json");
+}
+
+// Runs a handler; a handler that throws becomes a 500 rather than a dropped
+// connection.
+template <typename Fn>
+auto CallHandler(const Fn& fn, const HttpRequest& request) -> decltype(fn(request)) {
+  try {
+    return fn(request);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("handler threw: ") + e.what());
+  } catch (...) {
+    return Status::Internal("handler threw a non-standard exception");
+  }
+}
+
+class SinkWriter final : public ChunkWriter {
+ public:
+  SinkWriter(httplib::DataSink& sink, const std::atomic<bool>& stopping)
+      : sink_(sink), stopping_(stopping) {}
+  bool Write(std::string_view data) override {
+    // Refusing writes once the server stops lets endless streams end, so
+    // that Stop() does not wait for them forever.
+    if (stopping_.load()) ok_ = false;
+    // An empty write would end httplib's chunk loop early.
+    if (data.empty() || !ok_) return ok_;
+    ok_ = sink_.write(data.data(), data.size());
+    return ok_;
+  }
+
+ private:
+  httplib::DataSink& sink_;
+  const std::atomic<bool>& stopping_;
+  bool ok_ = true;
+};
+
+struct Route {
+  HttpMethod method = HttpMethod::kGet;
+  JsonHandler json;
+  RawHandler raw;
+  StreamHandler stream;
+  int success_status = 200;
+  std::vector<std::string> params;
+};
+
+}  // namespace
+
+int HttpStatusFromCode(Code code) {
+  switch (code) {
+    case Code::kOk:
+      return 200;
+    case Code::kInvalidArgument:
+      return 400;
+    case Code::kUnauthenticated:
+      return 401;
+    case Code::kPermissionDenied:
+      return 403;
+    case Code::kNotFound:
+      return 404;
+    case Code::kAlreadyExists:
+      return 409;
+    case Code::kFailedPrecondition:
+      return 409;
+    case Code::kResourceExhausted:
+      return 429;
+    case Code::kUnimplemented:
+      return 501;
+    case Code::kUnavailable:
+      return 503;
+    case Code::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+Code CodeFromHttpStatus(int http_status) {
+  switch (http_status) {
+    case 400:
+      return Code::kInvalidArgument;
+    case 401:
+      return Code::kUnauthenticated;
+    case 403:
+      return Code::kPermissionDenied;
+    case 404:
+      return Code::kNotFound;
+    case 408:
+      return Code::kDeadlineExceeded;
+    case 409:
+      return Code::kAlreadyExists;
+    case 412:
+      return Code::kFailedPrecondition;
+    case 413:
+      return Code::kResourceExhausted;
+    case 429:
+      return Code::kResourceExhausted;
+    case 501:
+      return Code::kUnimplemented;
+    case 502:
+      return Code::kUnavailable;
+    case 503:
+      return Code::kUnavailable;
+    case 504:
+      return Code::kDeadlineExceeded;
+    default:
+      break;
+  }
+  if (http_status < 400) return Code::kOk;
+  if (http_status < 500) return Code::kInvalidArgument;
+  return Code::kInternal;
+}
+
+Json ErrorJson(const Status& status) {
+  return Json{{"error", {{"code", CodeName(status.code())}, {"message", status.message()}}}};
+}
+
+Status StatusFromHttpReply(int http_status, std::string_view body) {
+  if (http_status >= 200 && http_status < 300) return Status::Ok();
+  std::string prefix = "HTTP " + std::to_string(http_status);
+  if (http_status < 400) return Status::Internal(prefix + ": unexpected reply");
+  Code fallback = CodeFromHttpStatus(http_status);
+  Result<Json> parsed = ParseJson(body);
+  if (parsed.ok()) {
+    const Json& j = *parsed;
+    auto error = j.is_object() ? j.find("error") : j.end();
+    if (error != j.end() && error->is_object()) {
+      auto code = error->find("code");
+      auto message = error->find("message");
+      if (code != error->end() && code->is_string() && message != error->end() &&
+          message->is_string()) {
+        const std::optional<Code> c = CodeFromName(code->get<std::string>());
+        return Status(c.value_or(fallback), message->get<std::string>());
+      }
+    }
+  }
+  std::string_view snippet = TrimWhitespace(body.substr(0, kErrorSnippetBytes));
+  return Status(fallback, snippet.empty() ? prefix : prefix + ": " + std::string(snippet));
+}
+
+Result<std::string> LoadTokenFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  std::string text;
+  struct stat st;
+  Status status;
+  if (::fstat(fd, &st) != 0) {
+    status = Status::FromErrno(errno, "fstat " + path);
+  } else if (!S_ISREG(st.st_mode)) {
+    status = Status::InvalidArgument(path + ": token file is not a regular file");
+  } else if (static_cast<size_t>(st.st_size) > kMaxTokenFileBytes) {
+    status = Status::InvalidArgument(path + ": token file is larger than " +
+                                     std::to_string(kMaxTokenFileBytes) + " bytes");
+  } else {
+    char buffer[kMaxTokenFileBytes + 1];
+    ssize_t n;
+    do {
+      n = ::read(fd, buffer, sizeof(buffer));
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      status = Status::FromErrno(errno, "read " + path);
+    } else {
+      text.assign(buffer, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  FR_RETURN_IF_ERROR(status);
+
+  std::string_view token = TrimWhitespace(text);
+  if (token.empty()) return Status::InvalidArgument(path + ": token file is empty");
+  for (char c : token) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return Status::InvalidArgument(
+          path + ": token contains whitespace, control or non-ASCII characters");
+    }
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    log::Warn("token file is readable by group or others; chmod 600 it",
+              {{"path", path}, {"mode", mode}});
+  }
+  return std::string(token);
+}
+
+const char* HttpMethodName(HttpMethod method) {
+  switch (method) {
+    case HttpMethod::kGet:
+      return "GET";
+    case HttpMethod::kPost:
+      return "POST";
+    case HttpMethod::kPut:
+      return "PUT";
+    case HttpMethod::kPatch:
+      return "PATCH";
+    case HttpMethod::kDelete:
+      return "DELETE";
+  }
+  return "GET";
+}
+
+const std::string& HttpRequest::Param(std::string_view name) const {
+  static const std::string kEmpty;
+  auto it = path_params.find(std::string(name));
+  return it == path_params.end() ? kEmpty : it->second;
+}
+
+std::optional<std::string> HttpRequest::Query(std::string_view name) const {
+  return First(query, std::string(name));
+}
+
+std::optional<std::string> HttpRequest::Header(std::string_view name) const {
+  return First(headers, Lower(name));
+}
+
+std::optional<std::string> HttpResponse::Header(std::string_view name) const {
+  return First(headers, Lower(name));
+}
+
+// ---------------------------------------------------------------------------
+// HttpServer
+
+struct HttpServer::Impl {
+  explicit Impl(HttpServerOptions o) : options(std::move(o)) {}
+
+  enum class State { kNew, kRunning, kStopped };
+
+  void Add(HttpMethod method, std::string_view pattern, std::unique_ptr<Route> route);
+  Status CheckAuth(const httplib::Request& req) const;
+  // Reads the whole body through `reader` into *body. Over the limit it keeps
+  // reading but discards, so the connection stays in step; *too_large says so.
+  Status ReadBody(const httplib::Request& req, httplib::Response& res,
+                  const httplib::ContentReader& reader, std::string* body, bool* too_large) const;
+  void Serve(const Route& route, const httplib::Request& req, httplib::Response& res,
+             const httplib::ContentReader* reader) const;
+  void ServeStream(StreamResponse reply, const httplib::Request& req, httplib::Response& res) const;
+  // cpp-httplib's error handler: gives every >= 400 reply without a body an
+  // ErrorJson body.
+  httplib::Server::HandlerResponse FillErrorReply(const httplib::Request& req,
+                                                  httplib::Response& res) const;
+  Status BodyTooLarge() const {
+    return Status::ResourceExhausted("request body exceeds the limit of " +
+                                     std::to_string(options.max_body_bytes) + " bytes");
+  }
+
+  const HttpServerOptions options;
+  std::vector<std::unique_ptr<Route>> routes;  // stable addresses: captured by the handlers
+  Status setup_error;                          // the first bad route pattern
+  httplib::Server server;
+  std::thread thread;
+  std::atomic<bool> listen_returned{false};
+  std::atomic<bool> stopping{false};
+  State state = State::kNew;
+  int port = 0;
+};
+
+void HttpServer::Impl::Add(HttpMethod method, std::string_view pattern,
+                           std::unique_ptr<Route> route) {
+  std::string regex;
+  Status status = CompilePattern(pattern, &regex, &route->params);
+  if (!status.ok()) {
+    if (setup_error.ok()) setup_error = status;
+    return;
+  }
+  route->method = method;
+  const Route* r = route.get();
+  routes.push_back(std::move(route));
+  httplib::Server::Handler plain = [this, r](const httplib::Request& req, httplib::Response& res) {
+    Serve(*r, req, res, nullptr);
+  };
+  // Methods with a body take a content reader so that the body size limit
+  // also holds for chunked and compressed bodies (httplib checks only
+  // Content-Length) and a rejected body can be drained.
+  httplib::Server::HandlerWithContentReader with_reader =
+      [this, r](const httplib::Request& req, httplib::Response& res,
+                const httplib::ContentReader& reader) { Serve(*r, req, res, &reader); };
+  switch (method) {
+    case HttpMethod::kGet:
+      server.Get(regex, plain);
+      break;
+    case HttpMethod::kPost:
+      server.Post(regex, with_reader);
+      break;
+    case HttpMethod::kPut:
+      server.Put(regex, with_reader);
+      break;
+    case HttpMethod::kPatch:
+      server.Patch(regex, with_reader);
+      break;
+    case HttpMethod::kDelete:
+      server.Delete(regex, with_reader);
+      break;
+  }
+}
+
+Status HttpServer::Impl::CheckAuth(const httplib::Request& req) const {
+  if (options.bearer_token.empty()) return Status::Ok();
+  std::string header = req.get_header_value("Authorization");
+  if (header.empty()) {
+    return Status::Unauthenticated("missing bearer token (send \"Authorization: Bearer <token>\")");
+  }
+  if (header.size() < 7 || Lower(header.substr(0, 7)) != "bearer ") {
+    return Status::Unauthenticated("the Authorization header is not a bearer token");
+  }
+  if (!ConstantTimeEquals(TrimWhitespace(std::string_view(header).substr(7)),
+                          options.bearer_token)) {
+    return Status::Unauthenticated("invalid bearer token");
+  }
+  return Status::Ok();
+}
+
+Status HttpServer::Impl::ReadBody(const httplib::Request& req, httplib::Response& res,
+                                  const httplib::ContentReader& reader, std::string* body,
+                                  bool* too_large) const {
+  const size_t limit = options.max_body_bytes;
+  size_t received = 0;
+  bool ok;
+  bool multipart = req.is_multipart_form_data();
+  if (multipart) {
+    ok = reader([](const httplib::MultipartFormData&) { return true; },
+                [&](const char*, size_t n) {
+                  received += n;
+                  return true;
+                });
+  } else {
+    ok = reader([&](const char* data, size_t n) {
+      received += n;
+      if (received > limit) {
+        if (!*too_large) std::string().swap(*body);
+        *too_large = true;
+      } else {
+        body->append(data, n);
+      }
+      return true;
+    });
+  }
+  // httplib answers an over-long Content-Length itself: it skips the body
+  // and sets 413 without calling the receiver.
+  if (!ok && res.status == 413) *too_large = true;
+  if (*too_large) return BodyTooLarge();
+  if (!ok) {
+    return Status::InvalidArgument(
+        "could not read the request body (malformed, cut short or timed out)");
+  }
+  if (multipart) {
+    return Status::InvalidArgument(
+        "multipart/form-data bodies are not supported; send the raw bytes as the body");
+  }
+  return Status::Ok();
+}
+
+void HttpServer::Impl::Serve(const Route& route, const httplib::Request& req,
+                             httplib::Response& res, const httplib::ContentReader* reader) const {
+  // The body is read even when authentication fails, so that the next
+  // request on a keep-alive connection starts where the client thinks.
+  Status auth = CheckAuth(req);
+  std::string body;
+  bool too_large = false;
+  Status read = Status::Ok();
+  if (reader != nullptr) {
+    read = ReadBody(req, res, *reader, &body, &too_large);
+  } else {
+    body = req.body;
+  }
+  if (!auth.ok()) return WriteError(res, auth);
+  if (!read.ok()) return WriteError(res, read, too_large ? 413 : 0);
+
+  HttpRequest request;
+  request.method = route.method;
+  request.path = req.path;
+  for (size_t i = 0; i < route.params.size() && i + 1 < req.matches.size(); ++i) {
+    request.path_params[route.params[i]] = req.matches[i + 1].str();
+  }
+  for (const auto& [key, value] : req.params) request.query.emplace(key, value);
+  request.headers = LowerCaseHeaders(req.headers);
+  request.remote_addr = req.remote_addr;
+  request.body = std::move(body);
+
+  if (route.json) {
+    if (!request.body.empty()) {
+      Result<Json> parsed = ParseJson(request.body, "request body");
+      if (!parsed.ok()) return WriteError(res, parsed.status());
+      request.json = std::move(parsed).value();
+    }
+    Result<Json> reply = CallHandler(route.json, request);
+    if (!reply.ok()) return WriteError(res, reply.status());
+    res.status = route.success_status;
+    if (route.success_status != 204) res.set_content(DumpJson(*reply), "application/json");
+    return;
+  }
+  if (route.raw) {
+    Result<HttpResponse> reply = CallHandler(route.raw, request);
+    if (!reply.ok()) return WriteError(res, reply.status());
+    res.status = reply->status;
+    for (const auto& [name, value] : reply->headers) res.set_header(name.c_str(), value);
+    res.set_content(reply->body, reply->content_type);
+    return;
+  }
+  Result<StreamResponse> reply = CallHandler(route.stream, request);
+  if (!reply.ok()) return WriteError(res, reply.status());
+  ServeStream(std::move(reply).value(), req, res);
+}
+
+void HttpServer::Impl::ServeStream(StreamResponse reply, const httplib::Request& req,
+                                   httplib::Response& res) const {
+  if (CompressedByHttplib(reply.content_type)) {
+    return WriteError(res, Status::Internal("stream content type \"" + reply.content_type +
+                                            "\" would be gzipped, holding chunks back"));
+  }
+  if (!reply.produce) return WriteError(res, Status::Internal("stream reply without a producer"));
+  res.status = reply.status;
+  for (const auto& [name, value] : reply.headers) res.set_header(name.c_str(), value);
+  auto produce = std::make_shared<std::function<Status(ChunkWriter&)>>(std::move(reply.produce));
+  std::string server_name = options.name;
+  std::string path = req.path;
+  // The provider runs on a worker thread, which Stop() joins before this
+  // Impl goes away, so capturing `this` is safe.
+  res.set_chunked_content_provider(
+      reply.content_type, [this, produce, server_name, path](size_t, httplib::DataSink& sink) {
+        SinkWriter writer(sink, stopping);
+        Status status;
+        try {
+          status = (*produce)(writer);
+        } catch (const std::exception& e) {
+          status = Status::Internal(std::string("stream producer threw: ") + e.what());
+        } catch (...) {
+          status = Status::Internal("stream producer threw a non-standard exception");
+        }
+        if (!status.ok()) {
+          log::Warn("http stream aborted",
+                    {{"server", server_name}, {"path", path}, {"error", status.ToString()}});
+          return false;
+        }
+        sink.done();
+        return true;
+      });
+}
+
+httplib::Server::HandlerResponse HttpServer::Impl::FillErrorReply(const httplib::Request& req,
+                                                                  httplib::Response& res) const {
+  if (!res.body.empty() || res.has_header("Content-Type")) {
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  Status status;
+  int http_status = res.status;
+  Status auth = CheckAuth(req);
+  if (res.status == 404 && !auth.ok()) {
+    // Without the token a client learns nothing about which routes exist.
+    status = auth;
+    http_status = 401;
+  } else {
+    switch (res.status) {
+      case 400:
+        status = Status::InvalidArgument("malformed HTTP request");
+        break;
+      case 404:
+        status = Status::NotFound("no route for " + req.method + " " + req.path);
+        break;
+      case 413:
+        status = BodyTooLarge();
+        break;
+      case 414:
+        status = Status::InvalidArgument("request URI too long");
+        break;
+      case 416:
+        status = Status::InvalidArgument("unsatisfiable Range header");
+        break;
+      default:
+        status = Status(CodeFromHttpStatus(res.status), "HTTP " + std::to_string(res.status));
+        break;
+    }
+  }
+  WriteError(res, status, http_status);
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+HttpServer::HttpServer(HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::HandleJson(HttpMethod method, std::string_view pattern, JsonHandler handler,
+                            int success_status) {
+  auto route = std::make_unique<Route>();
+  route->json = std::move(handler);
+  route->success_status = success_status;
+  impl_->Add(method, pattern, std::move(route));
+}
+
+void HttpServer::HandleRaw(HttpMethod method, std::string_view pattern, RawHandler handler) {
+  auto route = std::make_unique<Route>();
+  route->raw = std::move(handler);
+  impl_->Add(method, pattern, std::move(route));
+}
+
+void HttpServer::HandleStream(HttpMethod method, std::string_view pattern, StreamHandler handler) {
+  auto route = std::make_unique<Route>();
+  route->stream = std::move(handler);
+  impl_->Add(method, pattern, std::move(route));
+}
+
+Status HttpServer::Start() {
+  Impl& s = *impl_;
+  const HttpServerOptions& o = s.options;
+  if (s.state != Impl::State::kNew) {
+    return Status::FailedPrecondition("http server " + o.name + " was already started");
+  }
+  FR_RETURN_IF_ERROR(s.setup_error);
+
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind the
+  // same port and silently take half the connections; SO_REUSEADDR alone
+  // still allows a quick restart.
+  s.server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  s.server.set_payload_max_length(o.max_body_bytes);
+  s.server.set_read_timeout(o.read_timeout);
+  s.server.set_write_timeout(o.write_timeout);
+  s.server.set_keep_alive_timeout(static_cast<time_t>(o.keep_alive_timeout.count()));
+  size_t threads = std::max<size_t>(1, o.worker_threads);
+  s.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.server.set_error_handler(httplib::Server::HandlerWithResponse(
+      [&s](const httplib::Request& req, httplib::Response& res) {
+        return s.FillErrorReply(req, res);
+      }));
+  s.server.set_exception_handler(
+      [&s](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "non-standard exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        log::Error("http request failed with an exception",
+                   {{"server", s.options.name}, {"path", req.path}, {"error", what}});
+        WriteError(res, Status::Internal("unhandled exception: " + what));
+      });
+  s.server.set_logger([&s](const httplib::Request& req, const httplib::Response& res) {
+    log::Debug("http request", {{"server", s.options.name},
+                                {"method", req.method},
+                                {"path", req.path},
+                                {"status", res.status}});
+  });
+
+  std::string address = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  errno = 0;
+  int port = o.port == 0 ? s.server.bind_to_any_port(o.host)
+                         : (s.server.bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port < 0) {
+    int err = errno;
+    std::string what = "bind " + address + ":" + std::to_string(o.port);
+    return err != 0 ? Status::FromErrno(err, what)
+                    : Status::Unavailable(what + ": no usable address");
+  }
+  s.port = port;
+  s.state = Impl::State::kRunning;
+  s.thread = std::thread([&s] {
+    s.server.listen_after_bind();
+    s.listen_returned = true;
+  });
+  // Stop() only works once httplib has marked itself running.
+  while (!s.server.is_running() && !s.listen_returned) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (!s.server.is_running()) {
+    s.thread.join();
+    s.state = Impl::State::kStopped;
+    return Status::Unavailable("listen " + address + ":" + std::to_string(port) + " failed");
+  }
+  log::Info("http server listening",
+            {{"server", o.name}, {"address", address + ":" + std::to_string(port)}});
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  Impl& s = *impl_;
+  if (s.state != Impl::State::kRunning) return;
+  s.stopping = true;
+  s.server.stop();
+  s.thread.join();
+  s.state = Impl::State::kStopped;
+  log::Info("http server stopped", {{"server", s.options.name}});
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+std::string HttpServer::base_url() const {
+  const std::string& host = impl_->options.host;
+  std::string address = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return "http://" + address + ":" + std::to_string(impl_->port);
+}
+
+// ---------------------------------------------------------------------------
+// HttpClient
+
+namespace {
+
+// Applies the client options to one httplib client.
+void Configure(httplib::Client& cli, const HttpClientOptions& options) {
+  cli.set_connection_timeout(options.connect_timeout);
+  cli.set_read_timeout(options.read_timeout);
+  cli.set_write_timeout(options.write_timeout);
+  if (!options.bearer_token.empty()) cli.set_bearer_token_auth(options.bearer_token);
+}
+
+Status TransportError(httplib::Error error, const std::string& what,
+                      const HttpClientOptions& options,
+                      std::chrono::steady_clock::duration elapsed) {
+  switch (error) {
+    case httplib::Error::ConnectionTimeout:
+      return Status::DeadlineExceeded(what + ": connect timed out after " +
+                                      std::to_string(options.connect_timeout.count()) + " ms");
+    case httplib::Error::Read:
+      // httplib reports a read timeout as a plain read error; a socket read
+      // timeout cannot fire before read_timeout has passed.
+      if (elapsed >= options.read_timeout) {
+        return Status::DeadlineExceeded(what + ": no reply within the read timeout of " +
+                                        std::to_string(options.read_timeout.count()) + " ms");
+      }
+      return Status::Unavailable(what + ": connection closed before the reply was complete");
+    default:
+      return Status::Unavailable(what + ": " + httplib::to_string(error));
+  }
+}
+
+HttpResponse ToResponse(const httplib::Response& r) {
+  HttpResponse out;
+  out.status = r.status;
+  out.body = r.body;
+  out.headers = LowerCaseHeaders(r.headers);
+  out.content_type = r.get_header_value("Content-Type");
+  return out;
+}
+
+}  // namespace
+
+Result<HttpClient> HttpClient::Create(HttpClientOptions options) {
+  const std::string& url = options.base_url;
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("base URL \"" + url + "\": " + why);
+  };
+  size_t sep = url.find("://");
+  if (sep == std::string::npos) return bad("expected http://host[:port][/prefix]");
+  std::string scheme = Lower(url.substr(0, sep));
+  if (scheme != "http" && scheme != "https") return bad("scheme must be http or https");
+  std::string rest = url.substr(sep + 3);
+  size_t slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  std::string prefix = slash == std::string::npos ? "" : rest.substr(slash);
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  if (prefix.find_first_of("?#") != std::string::npos) return bad("no query or fragment allowed");
+
+  std::string host;
+  std::string port_text;
+  if (!authority.empty() && authority[0] == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string::npos) return bad("unterminated IPv6 address");
+    host = authority.substr(0, close + 1);
+    std::string after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return bad("junk after the IPv6 address");
+      port_text = after.substr(1);
+    }
+  } else {
+    size_t colon = authority.find(':');
+    host = authority.substr(0, colon);
+    if (colon != std::string::npos) port_text = authority.substr(colon + 1);
+  }
+  if (host.empty() || host.find_first_of("@?# \t") != std::string::npos) {
+    return bad("missing or invalid host");
+  }
+  int port = scheme == "https" ? 443 : 80;
+  if (!port_text.empty()) {
+    if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos) {
+      return bad("invalid port");
+    }
+    port = std::stoi(port_text);
+    if (port < 1 || port > 65535) return bad("port out of range");
+  }
+  std::string origin = scheme + "://" + host + ":" + std::to_string(port);
+  return HttpClient(std::move(options), std::move(origin), std::move(prefix));
+}
+
+Result<HttpResponse> HttpClient::Send(HttpMethod method, std::string_view path,
+                                      std::string_view body, std::string_view content_type) const {
+  if (path.empty() || path[0] != '/') {
+    return Status::InvalidArgument("request path \"" + std::string(path) +
+                                   "\" must start with '/'");
+  }
+  httplib::Request req;
+  req.method = HttpMethodName(method);
+  req.path = prefix_ + std::string(path);
+  std::string what = req.method + " " + origin_ + req.path;
+  if (!body.empty() || method == HttpMethod::kPost || method == HttpMethod::kPut ||
+      method == HttpMethod::kPatch) {
+    req.body.assign(body);
+    req.set_header("Content-Type", std::string(content_type));
+  }
+
+  httplib::Client cli(origin_);
+  Configure(cli, options_);
+  auto start = std::chrono::steady_clock::now();
+  httplib::Result result = cli.send(req);
+  if (!result) {
+    return TransportError(result.error(), what, options_, std::chrono::steady_clock::now() - start);
+  }
+  return ToResponse(result.value());
+}
+
+Result<Json> HttpClient::SendJson(HttpMethod method, std::string_view path,
+                                  const Json& body) const {
+  std::string text = body.is_null() ? std::string() : DumpJson(body);
+  FR_ASSIGN_OR_RETURN(HttpResponse reply, Send(method, path, text, "application/json"));
+  FR_RETURN_IF_ERROR(StatusFromHttpReply(reply.status, reply.body));
+  if (reply.body.empty()) return Json(nullptr);
+  return ParseJson(reply.body,
+                   std::string(HttpMethodName(method)) + " " + std::string(path) + " reply");
+}
+
+Status HttpClient::GetStream(std::string_view path,
+                             const std::function<Status(std::string_view)>& on_chunk) const {
+  if (path.empty() || path[0] != '/') {
+    return Status::InvalidArgument("request path \"" + std::string(path) +
+                                   "\" must start with '/'");
+  }
+  httplib::Request req;
+  req.method = "GET";
+  req.path = prefix_ + std::string(path);
+  std::string what = "GET " + origin_ + req.path;
+
+  int status = 0;
+  std::string error_body;
+  Status chunk_status;
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (status < 200 || status >= 300) {
+      if (error_body.size() < kMaxErrorBodyBytes) {
+        error_body.append(data, std::min(n, kMaxErrorBodyBytes - error_body.size()));
+      }
+      return true;
+    }
+    chunk_status = on_chunk(std::string_view(data, n));
+    return chunk_status.ok();
+  };
+
+  httplib::Client cli(origin_);
+  Configure(cli, options_);
+  auto start = std::chrono::steady_clock::now();
+  httplib::Result result = cli.send(req);
+  if (!chunk_status.ok()) return chunk_status;
+  if (!result) {
+    return TransportError(result.error(), what, options_, std::chrono::steady_clock::now() - start);
+  }
+  return StatusFromHttpReply(result->status, error_body);
+}
+
+}  // namespace flashroll
