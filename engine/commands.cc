@@ -1,0 +1,267 @@
+// Output formats (the command-line contract of issue 3; external checks parse them):
+//   logits:   {"logits": [[float, ...], ...]}  one row per input position, full vocabulary,
+//             float32 values printed to round-trip; with --routing on a MoE model also
+//             "routing": [[[id, ...], ...], ...] indexed [layer][position][k], experts in
+//             descending router score (layers without experts have no positions).
+//   generate --tokens ... --json:  {"tokens": [id, ...]}  the continuation only.
+//   generate --prompt TEXT:        the generated text, streamed, then a newline
+//                                  (with --json: {"tokens": [...], "text": "..."}).
+//   model-info PATH:  "family: llama" / "parameters: N" / "kv_bytes_per_token: N" /
+//                     "dtype: f32" / "format: safetensors" lines (with --json: one object).
+#include "engine/commands.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/flags.h"
+#include "common/json.h"
+#include "engine/models/generate.h"
+#include "engine/models/model.h"
+#include "engine/tokenizer/streaming_decoder.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace flashroll {
+namespace {
+
+using engine::Model;
+
+// Parses "ID ID ..." (spaces, tabs or commas between ids).
+Result<std::vector<int32_t>> ParseTokens(const std::string& text) {
+  std::vector<int32_t> tokens;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ' ' || text[i] == '\t' || text[i] == ',' || text[i] == '\n') {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && text[end] != ' ' && text[end] != '\t' && text[end] != ',' && text[end] != '\n') ++end;
+    int32_t id = 0;
+    auto [ptr, ec] = std::from_chars(text.data() + i, text.data() + end, id);
+    if (ec != std::errc() || ptr != text.data() + end || id < 0) {
+      return Status::InvalidArgument("--tokens: '" + text.substr(i, end - i) + "' is not a token id");
+    }
+    tokens.push_back(id);
+    i = end;
+  }
+  if (tokens.empty()) return Status::InvalidArgument("--tokens: no token ids given");
+  return tokens;
+}
+
+void AppendFloat(float v, std::string* out) {
+  if (!std::isfinite(v)) {
+    out->append("null");
+    return;
+  }
+  char buf[32];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out->append(buf, ec == std::errc() ? ptr : buf);
+}
+
+void AppendIds(const std::vector<int32_t>& ids, std::string* out) {
+  out->push_back('[');
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out->push_back(',');
+    out->append(std::to_string(ids[i]));
+  }
+  out->push_back(']');
+}
+
+void WriteOut(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("--model: a model directory or GGUF file is required");
+  return Model::Load(path);
+}
+
+int RunLogits(const std::vector<std::string>& args) {
+  std::string model_path, tokens_text;
+  bool routing = false;
+  FlagParser flags("flashroll logits --model PATH --tokens \"ID ID ...\" [--routing]",
+                   "Runs the model over the tokens and prints {\"logits\": [[...], ...]}: one row of "
+                   "full-vocabulary float32 logits per position. --routing adds the experts chosen per "
+                   "[layer][position][k] on mixture-of-experts models.");
+  flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
+  flags.String("--tokens", &tokens_text, "input token ids, separated by spaces");
+  flags.Bool("--routing", &routing, "also print the routed expert ids (MoE models)");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  Result<std::vector<int32_t>> tokens = ParseTokens(tokens_text);
+  if (!tokens.ok()) return ReportFailure(tokens.status());
+  Result<std::unique_ptr<Model>> model = LoadModel(model_path);
+  if (!model.ok()) return ReportFailure(model.status());
+  engine::KvCache cache = (*model)->NewCache();
+  std::vector<float> logits;
+  engine::Routing routes;
+  Status st = (*model)->Forward(*tokens, &cache, true, &logits, routing ? &routes : nullptr);
+  if (!st.ok()) return ReportFailure(st.Wrap("--tokens"));
+
+  const size_t vocab = static_cast<size_t>((*model)->config().vocab_size);
+  std::string out;
+  out.reserve(logits.size() * 12 + 64);
+  out.append("{\"logits\":[");
+  for (size_t row = 0; row < tokens->size(); ++row) {
+    if (row) out.push_back(',');
+    out.push_back('[');
+    for (size_t j = 0; j < vocab; ++j) {
+      if (j) out.push_back(',');
+      AppendFloat(logits[row * vocab + j], &out);
+    }
+    out.push_back(']');
+  }
+  out.push_back(']');
+  if (routing) {
+    out.append(",\"routing\":[");
+    for (size_t layer = 0; layer < routes.size(); ++layer) {
+      if (layer) out.push_back(',');
+      out.push_back('[');
+      for (size_t pos = 0; pos < routes[layer].size(); ++pos) {
+        if (pos) out.push_back(',');
+        AppendIds(routes[layer][pos], &out);
+      }
+      out.push_back(']');
+    }
+    out.push_back(']');
+  }
+  out.append("}\n");
+  WriteOut(out);
+  return 0;
+}
+
+// The tokenizer that ships with the model: tokenizer.json (+ tokenizer_config.json) in a
+// Hugging Face directory, or the tokenizer.ggml.* metadata of a GGUF file.
+Result<std::unique_ptr<engine::Tokenizer>> LoadTokenizer(const Model& model) {
+  if (const engine::GgufFile* gguf = model.files().gguf()) return engine::Tokenizer::FromGguf(*gguf);
+  const std::string dir = model.files().path();
+  const std::string config = dir + "/tokenizer_config.json";
+  FILE* f = std::fopen(config.c_str(), "r");
+  if (f) std::fclose(f);
+  return engine::Tokenizer::FromHuggingFace(dir + "/tokenizer.json", f ? config : "");
+}
+
+int RunGenerate(const std::vector<std::string>& args) {
+  std::string model_path, tokens_text, prompt;
+  int64_t max_tokens = 64, seed = 0;
+  double temperature = 0.0;
+  bool json = false;
+  FlagParser flags(
+      "flashroll generate --model PATH (--tokens \"ID ...\" | --prompt TEXT) [--max-tokens N] "
+      "[--temperature T] [--seed S] [--json]",
+      "Generates a continuation. With --tokens and --json prints {\"tokens\": [...]} (the "
+      "continuation only); with --prompt prints the generated text. Temperature 0 is greedy. "
+      "Generation stops after --max-tokens or at an end-of-sequence token the model names.");
+  flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
+  flags.String("--tokens", &tokens_text, "prompt token ids, separated by spaces");
+  flags.String("--prompt", &prompt, "prompt text (tokenised with the model's tokenizer)");
+  flags.Int("--max-tokens", &max_tokens, "tokens to generate at most (default 64)");
+  flags.Double("--temperature", &temperature, "sampling temperature; 0 is greedy (default)");
+  flags.Int("--seed", &seed, "random seed for sampling (default 0)");
+  flags.Bool("--json", &json, "print JSON instead of text");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  if (tokens_text.empty() == prompt.empty()) {
+    return ReportFailure(Status::InvalidArgument("generate: give exactly one of --tokens and --prompt"));
+  }
+  if (max_tokens < 0) return ReportFailure(Status::InvalidArgument("--max-tokens: must not be negative"));
+  if (!(temperature >= 0)) return ReportFailure(Status::InvalidArgument("--temperature: must not be negative"));
+
+  std::vector<int32_t> input;
+  if (!tokens_text.empty()) {
+    Result<std::vector<int32_t>> tokens = ParseTokens(tokens_text);
+    if (!tokens.ok()) return ReportFailure(tokens.status());
+    input = *tokens;
+  }
+  Result<std::unique_ptr<Model>> model = LoadModel(model_path);
+  if (!model.ok()) return ReportFailure(model.status());
+  engine::GenerateOptions options;
+  options.max_tokens = max_tokens;
+  options.temperature = temperature;
+  options.seed = static_cast<uint64_t>(seed);
+
+  if (prompt.empty()) {
+    Result<std::vector<int32_t>> out = engine::Generate(**model, input, options);
+    if (!out.ok()) return ReportFailure(out.status().Wrap("--tokens"));
+    std::string text;
+    if (json) {
+      text = "{\"tokens\":";
+      AppendIds(*out, &text);
+      text += "}\n";
+    } else {
+      for (size_t i = 0; i < out->size(); ++i) text += (i ? " " : "") + std::to_string((*out)[i]);
+      text += "\n";
+    }
+    WriteOut(text);
+    return 0;
+  }
+
+  Result<std::unique_ptr<engine::Tokenizer>> tokenizer = LoadTokenizer(**model);
+  if (!tokenizer.ok()) return ReportFailure(tokenizer.status());
+  const engine::Tokenizer& tok = **tokenizer;
+  if (tok.add_bos() && tok.bos_id() >= 0) input.push_back(tok.bos_id());
+  tok.EncodeAppend(prompt, false, &input);
+  if (tok.eos_id() >= 0) options.stop_tokens.push_back(tok.eos_id());
+  for (int32_t id : tok.extra_eos_ids()) options.stop_tokens.push_back(id);
+  engine::StreamingDecoder decoder(tok, /*skip_special=*/true);
+  std::string text;
+  Result<std::vector<int32_t>> out = engine::Generate(**model, input, options, [&](int32_t id) {
+    std::string piece = decoder.Push(id);
+    if (json) {
+      text += piece;
+    } else {
+      WriteOut(piece);
+    }
+  });
+  if (!out.ok()) return ReportFailure(out.status().Wrap("--prompt"));
+  const std::string rest = decoder.Finish();
+  if (json) {
+    std::string line = "{\"tokens\":";
+    AppendIds(*out, &line);
+    line += ",\"text\":" + DumpJson(Json(text + rest)) + "}\n";
+    WriteOut(line);
+  } else {
+    WriteOut(rest + "\n");
+  }
+  return 0;
+}
+
+int RunModelInfo(const std::vector<std::string>& args) {
+  std::vector<std::string> paths;
+  bool json = false;
+  FlagParser flags("flashroll model-info PATH [--json]",
+                   "Prints a model's family, parameter count, bytes of KV cache per token and "
+                   "weight dtype.");
+  flags.Positional("PATH", &paths, "Hugging Face model directory or GGUF file");
+  flags.Bool("--json", &json, "print one JSON object");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  if (paths.size() != 1) return ReportFailure(Status::InvalidArgument("model-info: expected one PATH"));
+  Result<std::unique_ptr<Model>> model = LoadModel(paths[0]);
+  if (!model.ok()) return ReportFailure(model.status());
+  const Model& m = **model;
+  if (json) {
+    Json info = {{"family", m.config().architecture},
+                 {"parameters", m.ParameterCount()},
+                 {"kv_bytes_per_token", m.KvBytesPerToken()},
+                 {"dtype", m.WeightDType()},
+                 {"format", m.files().format()}};
+    WriteOut(DumpJson(info) + "\n");
+  } else {
+    WriteOut("family: " + m.config().architecture + "\nparameters: " + std::to_string(m.ParameterCount()) +
+             "\nkv_bytes_per_token: " + std::to_string(m.KvBytesPerToken()) + "\ndtype: " + m.WeightDType() +
+             "\nformat: " + m.files().format() + "\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterEngineCommands(Registry& registry) {
+  registry.AddCommand({"logits", "print a model's logits for given token ids (JSON)", RunLogits});
+  registry.AddCommand({"generate", "generate a continuation from token ids or a text prompt", RunGenerate});
+  registry.AddCommand({"model-info", "print a model's family, size, KV bytes per token and dtype", RunModelInfo});
+}
+
+}  // namespace flashroll

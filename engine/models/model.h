@@ -1,0 +1,104 @@
+// Model: a decoder-only transformer of one of the registered families
+// (architecture.h), built over the weights of a ModelFiles and run on the
+// CPU in float32 activations.
+//
+// Every family is the same pre-norm decoder: embedding; per layer RMSNorm,
+// grouped-query attention with RoPE (rotate-half), residual, RMSNorm, a
+// SwiGLU FFN or a routed mixture of experts, residual; final RMSNorm and the
+// LM head (or the tied embedding). Families differ only by the
+// DecoderOptions their Architecture entry picks.
+//
+// Mixture of experts: router probabilities are softmax(router logits); the
+// top-k experts are those with the highest probability, ties broken by the
+// lower expert id; their weights are the probabilities, divided by their sum
+// when norm_topk_prob. Forward() can record the chosen expert ids per layer
+// and token in that (descending) order.
+//
+// Thread safety: a Model is immutable after Load(); Forward() may be called
+// from several threads at once on distinct caches (the kernels' worker pool
+// serialises the matrix products).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/format/model_loader.h"
+#include "engine/kernels/matmul.h"
+#include "engine/models/architecture.h"
+#include "engine/models/kv_cache.h"
+
+namespace flashroll::engine {
+
+// Expert ids chosen for each token: [layer][token][k]. Dense layers of a
+// MoE model (and every layer of a dense model) have no tokens.
+using Routing = std::vector<std::vector<std::vector<int32_t>>>;
+
+class Model {
+ public:
+  // Loads `path` (HF directory or GGUF file) and builds the model. Errors
+  // name the file and the key or tensor: everything ModelFiles::Load
+  // reports, an unknown architecture ("<config file>: model_type: unknown
+  // architecture 'x' (supported: ...)"), a missing tensor, or a tensor whose
+  // shape disagrees with the config.
+  static Result<std::unique_ptr<Model>> Load(const std::string& path);
+  // Builds the model over already loaded files (which it keeps).
+  static Result<std::unique_ptr<Model>> Build(std::unique_ptr<ModelFiles> files);
+
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return files_->config(); }
+  const ModelFiles& files() const { return *files_; }
+  const Architecture& architecture() const { return *arch_; }
+
+  // An empty cache sized for this model.
+  KvCache NewCache() const;
+
+  // Runs `tokens` at positions cache->length() .. + tokens.size() - 1,
+  // appending their keys and values to the cache. Writes the logits of every
+  // token ([tokens.size()][vocab]) when all_logits, else of the last token
+  // only ([vocab]), to *logits. When routing is not null, it receives the
+  // expert ids chosen for these tokens. Returns InvalidArgument for a token
+  // id outside the vocabulary (naming its position) or an empty token list.
+  Status Forward(const std::vector<int32_t>& tokens, KvCache* cache, bool all_logits,
+                 std::vector<float>* logits, Routing* routing = nullptr) const;
+
+  // Number of weight elements (the tied embedding counted once).
+  int64_t ParameterCount() const;
+  // Bytes of KV cache one token takes (float32 keys and values, all layers).
+  int64_t KvBytesPerToken() const;
+  // The storage type of the projection weights ("f32", "bf16", "q8_0", ...).
+  std::string WeightDType() const;
+
+ private:
+  struct Layer;
+  struct Mlp;
+
+  Model() = default;
+  Status Init();
+  Status InitLayer(int64_t index, Layer* layer);
+  Status InitMlp(const std::string& prefix, int64_t width, Mlp* mlp);
+  Result<kernels::WeightView> Linear(const std::string& name, int64_t rows, int64_t cols);
+  Result<std::vector<float>> Vector(const std::string& name, int64_t n);
+
+  void Attention(const Layer& layer, int64_t layer_index, const float* h, int64_t n, KvCache* cache,
+                 float* out) const;
+  void RunMlp(const Mlp& mlp, const float* h, int64_t n, float* out) const;
+  void RunMoe(const Layer& layer, const float* h, int64_t n, float* out,
+              std::vector<std::vector<int32_t>>* routing) const;
+
+  std::unique_ptr<ModelFiles> files_;
+  const Architecture* arch_ = nullptr;
+  DecoderOptions options_;
+  const WeightTensor* embed_ = nullptr;
+  kernels::WeightView lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<float> inv_freq_;  // [head_dim / 2]
+  std::vector<Layer> layers_;
+};
+
+}  // namespace flashroll::engine

@@ -1,0 +1,227 @@
+// End-to-end tests of `flashroll logits`, `generate` and `model-info` on the
+// parity fixtures: the JSON contract of issue 3, agreement with the
+// transformers reference, and one-line exit-2 errors for bad model files.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_flashroll.h"
+
+namespace {
+
+using flashroll::testing::CommandResult;
+using Json = nlohmann::json;
+
+CommandResult Flashroll(const std::string& args) { return flashroll::testing::RunFlashroll(args); }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+Json Reference(const std::string& fixture) {
+  return Json::parse(ReadFile("tests/data/parity/" + fixture + "/reference.json"));
+}
+
+std::string TokenArg(const Json& tokens) {
+  std::string out;
+  for (const Json& t : tokens) out += (out.empty() ? "" : " ") + std::to_string(t.get<int>());
+  return "\"" + out + "\"";
+}
+
+const char* const kFixtureFiles[] = {"config.json", "generation_config.json", "model.safetensors"};
+
+// A copy of a fixture's files in a fresh directory (for corrupting), removed on destruction.
+class FixtureCopy {
+ public:
+  FixtureCopy(const std::string& fixture, const std::string& name)
+      : dir_(::testing::TempDir() + "engine_cli_" + name + "_" + std::to_string(::getpid())) {
+    ::mkdir(dir_.c_str(), 0755);
+    for (const char* file : kFixtureFiles) {
+      WriteFile(dir_ + "/" + file, ReadFile("tests/data/parity/" + fixture + "/" + file));
+    }
+  }
+  ~FixtureCopy() {
+    for (const char* file : kFixtureFiles) ::unlink((dir_ + "/" + file).c_str());
+    ::rmdir(dir_.c_str());
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+// Exactly one line of output.
+bool OneLine(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
+
+TEST(EngineCliTest, LogitsPrintsEveryPositionAndMatchesTheReference) {
+  const Json ref = Reference("qwen2");
+  const Json& prompt = ref["prompts"][1];  // 5 tokens
+  CommandResult r = Flashroll("logits --model tests/data/parity/qwen2 --tokens " + TokenArg(prompt["tokens"]));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json out = Json::parse(r.output);
+  ASSERT_EQ(out.size(), 1u);
+  const Json& logits = out["logits"];
+  ASSERT_EQ(logits.size(), prompt["tokens"].size());
+  const std::string blob = ReadFile("tests/data/parity/qwen2/logits.bin");
+  const size_t offset = prompt["offset"].get<size_t>();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    ASSERT_EQ(logits[i].size(), 300u);
+    for (size_t j = 0; j < 300; ++j) {
+      float want;
+      std::memcpy(&want, blob.data() + 4 * (offset + i * 300 + j), 4);
+      ASSERT_NEAR(logits[i][j].get<double>(), want, 1e-3) << "position " << i << " token " << j;
+    }
+  }
+}
+
+TEST(EngineCliTest, RoutingIsIndexedLayerPositionK) {
+  const Json ref = Reference("qwen3_moe");
+  const Json& prompt = ref["prompts"][2];  // 33 tokens
+  CommandResult r =
+      Flashroll("logits --model tests/data/parity/qwen3_moe --routing --tokens " + TokenArg(prompt["tokens"]));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json out = Json::parse(r.output);
+  EXPECT_EQ(out["logits"].size(), 33u);
+  EXPECT_EQ(out["routing"], prompt["routing"]);
+  EXPECT_EQ(out["routing"].size(), 2u);
+  EXPECT_EQ(out["routing"][1][32].size(), 2u);
+}
+
+TEST(EngineCliTest, GreedyGenerateJsonMatchesTheReference) {
+  for (const char* fixture : {"llama3_tied", "qwen3_moe_mixed"}) {
+    const Json ref = Reference(fixture);
+    for (const Json& g : ref["greedy"]) {
+      CommandResult r = Flashroll(std::string("generate --model tests/data/parity/") + fixture + " --tokens " +
+                                  TokenArg(g["tokens"]) + " --max-tokens " +
+                                  std::to_string(g["max_new_tokens"].get<int>()) + " --temperature 0 --json");
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_EQ(Json::parse(r.output), (Json{{"tokens", g["output"]}})) << fixture;
+    }
+  }
+}
+
+TEST(EngineCliTest, GenerateStopsOnlyAtAnEosTheModelNames) {
+  // qwen3 names no eos: exactly --max-tokens tokens.
+  CommandResult r =
+      Flashroll("generate --model tests/data/parity/qwen3 --tokens \"5 6 7\" --max-tokens 9 --temperature 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Json::parse(r.output)["tokens"].size(), 9u);
+
+  // Naming the first greedy token as eos in generation_config.json stops right after it.
+  const Json g = Reference("llama3_tied")["greedy"][0];
+  const int first = g["output"][0].get<int>();
+  FixtureCopy copy("llama3_tied", "eos");
+  const std::string& dir = copy.dir();
+  WriteFile(dir + "/generation_config.json", "{\"eos_token_id\": " + std::to_string(first) + "}");
+  r = Flashroll("generate --model " + dir + " --tokens " + TokenArg(g["tokens"]) +
+                " --max-tokens 10 --temperature 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Json::parse(r.output), (Json{{"tokens", {first}}}));
+}
+
+TEST(EngineCliTest, GenerateFromTextUsesTheModelTokenizer) {
+  CommandResult r = Flashroll("generate --model tests/data/parity/llama --prompt \"hello world\" --max-tokens 5 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json out = Json::parse(r.output);
+  EXPECT_EQ(out["tokens"].size(), 5u);
+  EXPECT_TRUE(out["text"].is_string());
+  CommandResult sampled = Flashroll(
+      "generate --model tests/data/parity/llama --prompt \"hello world\" --max-tokens 8 --temperature 1 --seed 7 --json");
+  CommandResult again = Flashroll(
+      "generate --model tests/data/parity/llama --prompt \"hello world\" --max-tokens 8 --temperature 1 --seed 7 --json");
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.output;
+  EXPECT_EQ(sampled.output, again.output);
+}
+
+TEST(EngineCliTest, ModelInfo) {
+  CommandResult r = Flashroll("model-info tests/data/parity/qwen3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("family: qwen3\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kv_bytes_per_token: 512\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("dtype: f32\n"), std::string::npos) << r.output;
+  CommandResult j = Flashroll("model-info --json tests/data/parity/qwen2_moe");
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const Json info = Json::parse(j.output);
+  EXPECT_EQ(info["family"], "qwen2_moe");
+  EXPECT_GT(info["parameters"].get<int64_t>(), 0);
+}
+
+TEST(EngineCliTest, CorruptSafetensorsExits2NamingFileAndTensor) {
+  FixtureCopy copy("qwen3", "corrupt");
+  const std::string& dir = copy.dir();
+  const std::string weights = ReadFile(dir + "/model.safetensors");
+  WriteFile(dir + "/model.safetensors", weights.substr(0, weights.size() / 2));
+  CommandResult r = Flashroll("logits --model " + dir + " --tokens \"1 2\"");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find(dir + "/model.safetensors: tensor '"), std::string::npos) << r.output;
+
+  const std::string header = "{not json at all";
+  std::string bad(8, '\0');
+  bad[0] = static_cast<char>(header.size());
+  WriteFile(dir + "/model.safetensors", bad + header);
+  r = Flashroll("model-info " + dir);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find(dir + "/model.safetensors: header"), std::string::npos) << r.output;
+}
+
+TEST(EngineCliTest, ShapeMismatchExits2NamingTheTensor) {
+  FixtureCopy copy("qwen3", "shape");
+  const std::string& dir = copy.dir();
+  std::string config = ReadFile(dir + "/config.json");
+  const size_t at = config.find("\"intermediate_size\": 128");
+  ASSERT_NE(at, std::string::npos) << config;
+  config.replace(at, 24, "\"intermediate_size\": 160");
+  WriteFile(dir + "/config.json", config);
+  CommandResult r = Flashroll("logits --model " + dir + " --tokens \"1 2\"");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find(dir + "/model.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight': shape "
+                                "[128, 64] does not match the config's [160, 64]"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(EngineCliTest, UnknownArchitectureExits2NamingTheKey) {
+  FixtureCopy copy("qwen3", "arch");
+  const std::string& dir = copy.dir();
+  std::string config = ReadFile(dir + "/config.json");
+  const size_t at = config.find("\"model_type\": \"qwen3\"");
+  ASSERT_NE(at, std::string::npos) << config;
+  config.replace(at, 21, "\"model_type\": \"gpt99\"");
+  WriteFile(dir + "/config.json", config);
+  CommandResult r = Flashroll("generate --model " + dir + " --tokens \"1 2\" --max-tokens 2 --json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find(dir + "/config.json: model_type: unknown architecture 'gpt99'"), std::string::npos)
+      << r.output;
+}
+
+TEST(EngineCliTest, BadTokensExit2) {
+  CommandResult r = Flashroll("logits --model tests/data/parity/qwen3 --tokens \"1 two\"");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, "flashroll: --tokens: 'two' is not a token id\n");
+  r = Flashroll("logits --model tests/data/parity/qwen3 --tokens \"1 300\"");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find("token 300 at position 1"), std::string::npos) << r.output;
+}
+
+}  // namespace
