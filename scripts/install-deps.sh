@@ -8,7 +8,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
   libseccomp-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev
-  busybox-static iproute2
+  busybox-static iproute2 crun runc bubblewrap
 )
 
 missing=()

@@ -1,0 +1,201 @@
+// Hybrid layout: limits in the v1 memory, pids, cpu and cpuset hierarchies,
+// kill and freeze in a v2 directory (the v2 tree has no controllers here).
+#include <fcntl.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <set>
+
+#include "sandbox/cgroup_backends.h"
+#include "sandbox/cgroup_fs.h"
+#include "sandbox/naming.h"
+
+namespace flashroll::sandbox {
+
+namespace {
+
+constexpr std::array<const char*, 4> kControllers = {"memory", "pids", "cpu", "cpuset"};
+
+class HybridCgroup : public Cgroup {
+ public:
+  HybridCgroup(std::string name, std::string v2_dir, std::vector<std::string> v1_dirs)
+      : Cgroup(std::move(name)), v2_dir_(std::move(v2_dir)), v1_dirs_(std::move(v1_dirs)) {}
+
+  ~HybridCgroup() override {
+    if (!removed_) {
+      (void)Kill();
+      for (const auto& dir : v1_dirs_) (void)cgroupfs::KillAllListed(dir);
+      (void)cgroupfs::V2WaitEmpty(v2_dir_, 2000);
+      (void)Remove();
+    }
+  }
+
+  // Creates the directories, applies the limits and opens what the launch needs.
+  Status Init(const CgroupLimits& limits, const std::string& default_cpus, const std::string& default_mems) {
+    FR_RETURN_IF_ERROR(cgroupfs::MakeDir(v2_dir_));
+    FR_ASSIGN_OR_RETURN(v2_fd_, cgroupfs::OpenDir(v2_dir_));
+    for (size_t i = 0; i < kControllers.size(); ++i) {
+      FR_RETURN_IF_ERROR(cgroupfs::MakeDir(v1_dirs_[i]));
+      created_v1_ = i + 1;
+    }
+    // A new v1 cpuset starts with no CPUs and no memory nodes: set both.
+    FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[3], "cpuset.cpus", default_cpus));
+    FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[3], "cpuset.mems", default_mems));
+    FR_RETURN_IF_ERROR(ApplyLimits(limits));
+    for (const auto& dir : v1_dirs_) {
+      const std::string path = dir + "/cgroup.procs";
+      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+      if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+      procs_fds_.push_back(std::move(fd));
+    }
+    return Status::Ok();
+  }
+
+  int clone_into_fd() const override { return v2_fd_.get(); }
+
+  Status ApplyLimits(const CgroupLimits& limits) override {
+    const std::string& memory = v1_dirs_[0];
+    if (limits.memory_bytes != 0) {
+      const std::string bytes = std::to_string(limits.memory_bytes);
+      FR_RETURN_IF_ERROR(cgroupfs::Write(memory, "memory.limit_in_bytes", bytes));
+      // With swap accounting on, also bound memory+swap so swap cannot extend the limit.
+      if (::access((memory + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0) {
+        FR_RETURN_IF_ERROR(cgroupfs::Write(memory, "memory.memsw.limit_in_bytes", bytes));
+      }
+    }
+    if (limits.pids != 0) FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[1], "pids.max", std::to_string(limits.pids)));
+    if (limits.cpus > 0) {
+      constexpr int64_t kPeriodUs = 100000;
+      const auto quota = std::max<int64_t>(1000, std::llround(limits.cpus * kPeriodUs));
+      FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[2], "cpu.cfs_period_us", std::to_string(kPeriodUs)));
+      FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[2], "cpu.cfs_quota_us", std::to_string(quota)));
+    }
+    if (!limits.cpuset.empty()) FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[3], "cpuset.cpus", limits.cpuset));
+    return Status::Ok();
+  }
+
+  Status AttachParentSide(pid_t pid) override {
+    const std::string value = std::to_string(pid);
+    for (size_t i = 0; i < procs_fds_.size(); ++i) {
+      FR_RETURN_IF_ERROR(cgroupfs::WriteFd(procs_fds_[i].get(), value, v1_dirs_[i] + "/cgroup.procs"));
+    }
+    return Status::Ok();
+  }
+
+  Status Kill() override { return cgroupfs::V2Kill(v2_dir_); }
+
+  Status SetFrozen(bool frozen) override { return cgroupfs::V2SetFrozen(v2_dir_, frozen); }
+
+  Result<uint64_t> OomKillCount() override {
+    return cgroupfs::ReadKey(v1_dirs_[0], "memory.oom_control", "oom_kill");
+  }
+
+  Status Remove() override {
+    procs_fds_.clear();
+    v2_fd_.reset();
+    Status first;
+    auto keep = [&first](Status s) {
+      if (first.ok() && !s.ok()) first = std::move(s);
+    };
+    for (size_t i = 0; i < created_v1_; ++i) keep(cgroupfs::RemoveDir(v1_dirs_[i]));
+    keep(cgroupfs::RemoveDir(v2_dir_));
+    removed_ = first.ok();
+    return first;
+  }
+
+ private:
+  std::string v2_dir_;
+  std::vector<std::string> v1_dirs_;  // in kControllers order
+  size_t created_v1_ = 0;
+  UniqueFd v2_fd_;
+  std::vector<UniqueFd> procs_fds_;
+  bool removed_ = false;
+};
+
+class HybridBackend : public CgroupBackend {
+ public:
+  HybridBackend(std::string v1_root, std::string v2_root) : v1_root_(std::move(v1_root)), v2_root_(std::move(v2_root)) {}
+
+  Status Init() {
+    FR_RETURN_IF_ERROR(cgroupfs::EnsureDir(v2_root_ + "/flashroll"));
+    for (const char* controller : kControllers) {
+      FR_RETURN_IF_ERROR(cgroupfs::EnsureDir(V1Base(controller)));
+    }
+    // The flashroll/ cpuset must itself have CPUs and memory nodes before children can.
+    const std::string cpuset_root = v1_root_ + "/cpuset";
+    FR_ASSIGN_OR_RETURN(std::string cpus, cgroupfs::Read(V1Base("cpuset"), "cpuset.cpus"));
+    FR_ASSIGN_OR_RETURN(std::string mems, cgroupfs::Read(V1Base("cpuset"), "cpuset.mems"));
+    if (Trim(cpus).empty()) {
+      FR_ASSIGN_OR_RETURN(cpus, cgroupfs::Read(cpuset_root, "cpuset.cpus"));
+      FR_RETURN_IF_ERROR(cgroupfs::Write(V1Base("cpuset"), "cpuset.cpus", Trim(cpus)));
+    }
+    if (Trim(mems).empty()) {
+      FR_ASSIGN_OR_RETURN(mems, cgroupfs::Read(cpuset_root, "cpuset.mems"));
+      FR_RETURN_IF_ERROR(cgroupfs::Write(V1Base("cpuset"), "cpuset.mems", Trim(mems)));
+    }
+    default_cpus_ = Trim(cpus);
+    default_mems_ = Trim(mems);
+    return Status::Ok();
+  }
+
+  const char* layout() const override { return "hybrid"; }
+
+  Result<std::unique_ptr<Cgroup>> Create(const std::string& name, const CgroupLimits& limits) override {
+    std::vector<std::string> v1_dirs;
+    for (const char* controller : kControllers) v1_dirs.push_back(V1Base(controller) + "/" + name);
+    auto cgroup = std::make_unique<HybridCgroup>(name, v2_root_ + "/flashroll/" + name, std::move(v1_dirs));
+    FR_RETURN_IF_ERROR(cgroup->Init(limits, default_cpus_, default_mems_).Wrap("cgroup " + name));
+    return std::unique_ptr<Cgroup>(std::move(cgroup));
+  }
+
+  Result<std::vector<std::string>> List() override {
+    std::set<std::string> names;
+    FR_ASSIGN_OR_RETURN(auto v2, cgroupfs::ListDirs(v2_root_ + "/flashroll", kNamePrefix));
+    names.insert(v2.begin(), v2.end());
+    for (const char* controller : kControllers) {
+      FR_ASSIGN_OR_RETURN(auto v1, cgroupfs::ListDirs(V1Base(controller), kNamePrefix));
+      names.insert(v1.begin(), v1.end());
+    }
+    return std::vector<std::string>(names.begin(), names.end());
+  }
+
+  Status RemoveLeftover(const std::string& name) override {
+    const std::string v2_dir = v2_root_ + "/flashroll/" + name;
+    if (::access(v2_dir.c_str(), F_OK) == 0) {
+      FR_RETURN_IF_ERROR(cgroupfs::V2Kill(v2_dir));
+      FR_RETURN_IF_ERROR(cgroupfs::V2WaitEmpty(v2_dir, 2000));
+    }
+    for (const char* controller : kControllers) {
+      const std::string dir = V1Base(controller) + "/" + name;
+      FR_RETURN_IF_ERROR(cgroupfs::KillAllListed(dir));
+      FR_RETURN_IF_ERROR(cgroupfs::RemoveDir(dir));
+    }
+    return cgroupfs::RemoveDir(v2_dir);
+  }
+
+ private:
+  std::string V1Base(const char* controller) const { return v1_root_ + "/" + controller + "/flashroll"; }
+
+  static std::string Trim(const std::string& s) {
+    const size_t end = s.find_last_not_of(" \n");
+    return end == std::string::npos ? std::string() : s.substr(0, end + 1);
+  }
+
+  const std::string v1_root_;
+  const std::string v2_root_;
+  std::string default_cpus_;
+  std::string default_mems_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<CgroupBackend>> OpenHybridCgroupBackend(const std::string& v1_root,
+                                                               const std::string& v2_root) {
+  auto backend = std::make_unique<HybridBackend>(v1_root, v2_root);
+  FR_RETURN_IF_ERROR(backend->Init().Wrap("cgroups (hybrid layout)"));
+  return std::unique_ptr<CgroupBackend>(std::move(backend));
+}
+
+}  // namespace flashroll::sandbox

@@ -1,0 +1,40 @@
+// The order of the isolation steps, in one place.
+//
+// PrepareContainParentSide runs every step's parent half before the clone:
+// it checks the spec and precomputes everything the child will need.
+// ContainChild runs the child halves in order, one line each, and ends by
+// executing the init; the first failing step fails the sandbox.
+//
+// Thread safety: PrepareContainParentSide may run on any thread;
+// ContainChild runs only in the freshly cloned child.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "sandbox/caps.h"
+#include "sandbox/child_status.h"
+#include "sandbox/mount.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/spec.h"
+
+namespace flashroll::sandbox {
+
+struct ContainPlan {
+  MountPlan mount;
+  std::string hostname;
+  CapsPlan caps;
+  const SeccompProgram* seccomp = nullptr;  // process-lifetime
+  int init_fd = -1;                         // process-lifetime memfd
+};
+
+// Returns kInvalidArgument for a bad spec, kUnimplemented for features not
+// built yet, or the first failing step's error.
+Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec);
+
+// Child side. Waits for the parent's go byte on `sync_fd` before anything
+// runs in the v1 cgroups' absence. Does not return on success (the init is
+// running); returns the failing step.
+ChildStatus ContainChild(const ContainPlan& plan, int sync_fd, int control_fd);
+
+}  // namespace flashroll::sandbox

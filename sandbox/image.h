@@ -1,0 +1,36 @@
+// Root filesystem images: what the read-only lower layer of a sandbox is.
+//
+//  host     an empty lower plus read-only binds of the host's /usr (and
+//           /bin, /lib, /lib64, /sbin as on the host: symlinks on a
+//           merged-/usr system) and of the /etc files that bash, python3
+//           and git need. Secrets such as /etc/shadow are not bound.
+//  busybox  a tree built once under /var/lib/flashroll/images/busybox from
+//           Debian's busybox-static: /bin/busybox plus one link per applet.
+//  DIR      any directory tree, used as the lower layer as it is.
+//
+// Thread safety: ResolveImage may be called from any thread and process;
+// the busybox tree is built in a temporary directory and renamed into place.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sandbox/mount.h"
+#include "sandbox/spec.h"
+
+namespace flashroll::sandbox {
+
+struct ImageLayout {
+  std::string lower;          // overlay lowerdir; empty: an empty directory
+  std::vector<MountOp> ops;   // the image's own mount points and binds
+};
+
+// Returns the layout of spec.image. kNotFound when the busybox binary or
+// the directory is missing; kIoError when building the busybox tree fails.
+Result<ImageLayout> ResolveImage(const SandboxSpec& spec);
+
+// Where the busybox tree lives (built on first use).
+inline constexpr char kBusyboxImageDir[] = "/var/lib/flashroll/images/busybox";
+
+}  // namespace flashroll::sandbox

@@ -1,0 +1,26 @@
+// The sandbox init binary (init/sandbox_init.c), embedded in the library.
+//
+// The build compiles the init as a static executable and links its bytes
+// into flashroll_sandbox. At run time they are written once into a sealed
+// memfd, which every sandbox executes with execveat() after it is
+// contained: the init needs no file in the image and no dynamic loader.
+//
+// Thread safety: InitBinaryFd may be called from any thread.
+#pragma once
+
+#include "common/status.h"
+#include "sandbox/child_status.h"
+
+namespace flashroll::sandbox {
+
+// The memfd holding the init (close-on-exec, sealed). Created on first use
+// and kept for the life of the process. Returns kIoError when the memfd
+// cannot be created or sealed.
+Result<int> InitBinaryFd();
+
+// Child side, last step: makes `control_fd` fd 3, points 0-2 at /dev/null,
+// closes every other descriptor on exec and executes the init. Returns only
+// on failure.
+ChildStatus ExecInitChild(int init_fd, int control_fd);
+
+}  // namespace flashroll::sandbox

@@ -1,0 +1,47 @@
+/* The wire protocol between the manager and a sandbox's init process.
+ *
+ * One SOCK_SEQPACKET socket pair per sandbox; the init end is fd 3 in the
+ * sandbox. Every message starts with an fr_init_header; messages keep their
+ * boundaries, so no framing is needed.
+ *
+ *   manager -> init  EXEC    header (exec_id, argc, envc, payload_len) then
+ *                            argv, envp and cwd as NUL-terminated strings;
+ *                            SCM_RIGHTS carries stdin, stdout, stderr.
+ *   manager -> init  SIGNAL  header (exec_id, value = signal number): sent to
+ *                            the exec's process group.
+ *   init -> manager  STARTED header (exec_id, value = pid inside, value2 =
+ *                            errno when the command could not be started).
+ *   init -> manager  EXITED  header (exec_id, value = wait status).
+ *
+ * The init is inside the sandbox and so untrusted: the manager checks every
+ * message it receives.
+ *
+ * Shared by C (the init, sandbox/init/sandbox_init.c) and C++.
+ */
+#ifndef FLASHROLL_SANDBOX_INIT_PROTOCOL_H_
+#define FLASHROLL_SANDBOX_INIT_PROTOCOL_H_
+
+#include <stdint.h>
+
+#define FR_INIT_CONTROL_FD 3
+#define FR_INIT_MAX_MESSAGE (256 * 1024)
+
+enum fr_init_message_type {
+  FR_INIT_EXEC = 1,
+  FR_INIT_SIGNAL = 2,
+  FR_INIT_STARTED = 3,
+  FR_INIT_EXITED = 4,
+};
+
+struct fr_init_header {
+  uint32_t type;
+  uint32_t exec_id;
+  int32_t value;
+  int32_t value2;
+  uint32_t argc;
+  uint32_t envc;
+  uint32_t payload_len;
+  uint32_t reserved;
+};
+
+#endif /* FLASHROLL_SANDBOX_INIT_PROTOCOL_H_ */

@@ -1,0 +1,123 @@
+#include "sandbox/launcher.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "sandbox/child_status.h"
+
+namespace flashroll::sandbox {
+
+namespace {
+
+// The child remaps descriptors 0-3; its own ends must sit above them.
+Result<UniqueFd> AboveStdio(int fd) {
+  if (fd > 3) return UniqueFd(fd);
+  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  const int err = errno;
+  ::close(fd);
+  if (moved < 0) return Status::FromErrno(err, "launch: fcntl(F_DUPFD_CLOEXEC)");
+  return UniqueFd(moved);
+}
+
+Status SocketPair(UniqueFd* parent, UniqueFd* child, const char* what) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
+    return Status::FromErrno(errno, std::string("launch: socketpair(") + what + ")");
+  }
+  parent->reset(fds[0]);
+  FR_ASSIGN_OR_RETURN(*child, AboveStdio(fds[1]));
+  return Status::Ok();
+}
+
+[[noreturn]] void ChildMain(const ContainPlan& plan, int sync_fd, int control_fd) {
+  const ChildStatus status = ContainChild(plan, sync_fd, control_fd);
+  ChildStatusMessage message;
+  EncodeChildStatus(status, &message);
+  (void)!::write(sync_fd, &message, sizeof(message));
+  ::_exit(1);
+}
+
+}  // namespace
+
+Status KillAndReapInit(InitProcess& init) {
+  if (!init.pidfd.valid()) return Status::Ok();
+  if (::syscall(SYS_pidfd_send_signal, init.pidfd.get(), SIGKILL, nullptr, 0) != 0 && errno != ESRCH) {
+    return Status::FromErrno(errno, "pidfd_send_signal(init " + std::to_string(init.pid) + ", SIGKILL)");
+  }
+  siginfo_t info {};
+  for (;;) {
+    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(init.pidfd.get()), &info, WEXITED) == 0) break;
+    if (errno == EINTR) continue;
+    if (errno == ECHILD) break;  // already reaped
+    return Status::FromErrno(errno, "waitid(init " + std::to_string(init.pid) + ")");
+  }
+  init.pidfd.reset();
+  return Status::Ok();
+}
+
+Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup) {
+  UniqueFd sync_parent, sync_child, control_parent, control_child;
+  FR_RETURN_IF_ERROR(SocketPair(&sync_parent, &sync_child, "handshake"));
+  FR_RETURN_IF_ERROR(SocketPair(&control_parent, &control_child, "control"));
+
+  int pidfd = -1;
+  struct clone_args args {};
+  args.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_INTO_CGROUP |
+               CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<uint64_t>(cgroup.clone_into_fd());
+  const long pid = ::syscall(SYS_clone3, &args, sizeof(args));
+  if (pid < 0) {
+    return Status::FromErrno(errno, "launch: clone3(NEWNS|NEWPID|NEWNET|NEWUTS|NEWIPC|INTO_CGROUP)");
+  }
+  if (pid == 0) ChildMain(plan, sync_child.get(), control_child.get());
+
+  InitProcess init;
+  init.pid = static_cast<pid_t>(pid);
+  init.pidfd.reset(pidfd);
+  sync_child.reset();
+  control_child.reset();
+
+  auto fail = [&init](const Status& status) -> Result<InitProcess> {
+    (void)KillAndReapInit(init);
+    return status;
+  };
+  if (Status attached = cgroup.AttachParentSide(init.pid); !attached.ok()) return fail(attached.Wrap("launch"));
+  const char go = 'g';
+  if (::write(sync_parent.get(), &go, 1) != 1) return fail(Status::FromErrno(errno, "launch: write handshake"));
+
+  ChildStatusMessage message {};
+  ssize_t n;
+  do {
+    n = ::read(sync_parent.get(), &message, sizeof(message));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return fail(Status::FromErrno(errno, "launch: read handshake"));
+  if (n == static_cast<ssize_t>(sizeof(message))) {
+    message.step[sizeof(message.step) - 1] = '\0';
+    message.call[sizeof(message.call) - 1] = '\0';
+    message.arg[sizeof(message.arg) - 1] = '\0';
+    return fail(DecodeChildStatus(message).Wrap("sandbox set-up"));
+  }
+  if (n != 0) return fail(Status::Internal("launch: short handshake message"));
+  // EOF: the socket closed on exec, or the child died without a word.
+  siginfo_t info {};
+  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(init.pidfd.get()), &info,
+               WEXITED | WNOHANG | WNOWAIT) == 0 &&
+      info.si_pid != 0) {
+    return fail(Status::Internal("launch: the sandbox child died during set-up (status " +
+                                 std::to_string(info.si_status) + ")"));
+  }
+  init.control = std::move(control_parent);
+  return init;
+}
+
+}  // namespace flashroll::sandbox

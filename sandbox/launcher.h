@@ -1,0 +1,40 @@
+// The launcher: clone3 into fresh namespaces and the sandbox's cgroup, then
+// the one-byte parent/child handshake.
+//
+//   parent                                child (new mnt, pid, net, uts, ipc
+//                                          namespaces; in the v2 cgroup)
+//   clone3(CLONE_INTO_CGROUP|CLONE_PIDFD) -> mounts, hostname, loopback
+//   AttachParentSide (v1 cgroups)            (overlapping the parent's work)
+//   writes the go byte                    -> waits for it; then cgroup ns,
+//                                            caps, seccomp, execveat(init)
+//   reads the handshake socket: EOF means the init is running (the socket is
+//   close-on-exec); a ChildStatusMessage means a step failed.
+//
+// Thread safety: LaunchInit may run on several threads at once.
+#pragma once
+
+#include <sys/types.h>
+
+#include "common/status.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/contain.h"
+#include "sandbox/unique_fd.h"
+
+namespace flashroll::sandbox {
+
+struct InitProcess {
+  pid_t pid = -1;    // in the host's pid namespace
+  UniqueFd pidfd;
+  UniqueFd control;  // the manager's end of the init control socket
+};
+
+// Starts a contained init. On failure the child is killed and reaped and
+// the failing step is returned (e.g. "mount: pivot_root /run/flashroll/root:
+// ..."); the cgroup is left to the caller.
+Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup);
+
+// SIGKILLs the init (which takes its whole pid namespace with it) and
+// waits until it has been reaped.
+Status KillAndReapInit(InitProcess& init);
+
+}  // namespace flashroll::sandbox

@@ -1,0 +1,299 @@
+#include "sandbox/mount.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "sandbox/image.h"
+
+namespace flashroll::sandbox {
+
+namespace {
+
+constexpr char kScratch[] = "/run/flashroll";
+
+MountOp Creating(MountOp::Kind kind, const std::string& path) {
+  MountOp op;
+  op.kind = kind;
+  op.path = path;
+  const size_t slash = path.rfind('/');
+  op.parent = slash == std::string::npos ? "" : path.substr(0, slash);
+  op.name = slash == std::string::npos ? path : path.substr(slash + 1);
+  return op;
+}
+
+MountOp MknodOp(const std::string& path, unsigned major, unsigned minor) {
+  MountOp op = Creating(MountOp::Kind::kMknod, path);
+  op.mode = 0666;
+  op.dev = makedev(major, minor);
+  return op;
+}
+
+MountOp FsOp(const std::string& path, const char* fstype, unsigned long flags, const std::string& data) {
+  MountOp op;
+  op.kind = MountOp::Kind::kMount;
+  op.path = path;
+  op.fstype = fstype;
+  op.flags = flags;
+  op.data = data;
+  return op;
+}
+
+MountOp BindSelfOp(const std::string& source, const std::string& path, bool read_only) {
+  MountOp op;
+  op.kind = MountOp::Kind::kBindSelf;
+  op.path = path;
+  op.source = source;
+  op.read_only = read_only;
+  op.optional = true;
+  return op;
+}
+
+void AddDev(std::vector<MountOp>* ops) {
+  ops->push_back(MkdirOp("dev", 0755));
+  ops->push_back(FsOp("dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64m,nr_inodes=4096"));
+  ops->push_back(MknodOp("dev/null", 1, 3));
+  ops->push_back(MknodOp("dev/zero", 1, 5));
+  ops->push_back(MknodOp("dev/full", 1, 7));
+  ops->push_back(MknodOp("dev/random", 1, 8));
+  ops->push_back(MknodOp("dev/urandom", 1, 9));
+  ops->push_back(MknodOp("dev/tty", 5, 0));
+  ops->push_back(SymlinkOp("dev/fd", "/proc/self/fd"));
+  ops->push_back(SymlinkOp("dev/stdin", "/proc/self/fd/0"));
+  ops->push_back(SymlinkOp("dev/stdout", "/proc/self/fd/1"));
+  ops->push_back(SymlinkOp("dev/stderr", "/proc/self/fd/2"));
+  ops->push_back(MkdirOp("dev/shm", 01777));
+  ops->push_back(MkdirOp("dev/pts", 0755));
+  ops->push_back(FsOp("dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"));
+  ops->push_back(SymlinkOp("dev/ptmx", "pts/ptmx"));
+}
+
+// /proc of the sandbox's pid namespace, with the host-wide knobs that plain
+// uid 0 could still write (sysrq-trigger, sysctls) made read-only and the
+// kernel-memory views masked, as Docker does.
+void AddProc(std::vector<MountOp>* ops) {
+  ops->push_back(MkdirOp("proc", 0555));
+  ops->push_back(FsOp("proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, ""));
+  for (const char* masked : {"kcore", "keys", "kmsg", "latency_stats", "timer_list", "sched_debug"}) {
+    ops->push_back(BindSelfOp("dev/null", std::string("proc/") + masked, true));
+  }
+  for (const char* ro : {"sys", "sysrq-trigger", "irq", "bus", "fs"}) {
+    const std::string path = std::string("proc/") + ro;
+    ops->push_back(BindSelfOp(path, path, true));
+  }
+}
+
+Status AddReadWriteBind(const std::string& host_path, std::vector<MountOp>* ops) {
+  struct stat st {};
+  if (::stat(host_path.c_str(), &st) != 0) return Status::FromErrno(errno, "rw path: stat " + host_path);
+  const std::string rel = host_path.substr(1);
+  for (size_t pos = rel.find('/'); pos != std::string::npos; pos = rel.find('/', pos + 1)) {
+    ops->push_back(MkdirOp(rel.substr(0, pos), 0755));
+  }
+  ops->push_back(S_ISDIR(st.st_mode) ? MkdirOp(rel, 0755) : TouchOp(rel));
+  ops->push_back(BindOp(host_path, rel, /*read_only=*/false));
+  return Status::Ok();
+}
+
+// --- child side: raw system calls only ---
+
+int OpenInRoot(int root_fd, const std::string& rel, int flags) {
+  struct open_how how {};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  return static_cast<int>(::syscall(SYS_openat2, root_fd, rel.empty() ? "." : rel.c_str(), &how, sizeof(how)));
+}
+
+// Writes "/proc/self/fd/<fd>" into `buf`, which must hold 32 bytes.
+const char* FdPath(int fd, char* buf) {
+  const char prefix[] = "/proc/self/fd/";
+  size_t n = 0;
+  for (; prefix[n] != '\0'; ++n) buf[n] = prefix[n];
+  char digits[12];
+  int d = 0;
+  do {
+    digits[d++] = static_cast<char>('0' + fd % 10);
+    fd /= 10;
+  } while (fd > 0);
+  while (d > 0) buf[n++] = digits[--d];
+  buf[n] = '\0';
+  return buf;
+}
+
+ChildStatus Fail(const char* call, const MountOp& op) { return ChildStatus::Errno("mount", call, op.path.c_str()); }
+
+// Remounts the bind mount now at `path` read-only, nosuid, nodev.
+ChildStatus RemountReadOnly(int root_fd, const MountOp& op) {
+  const int fd = OpenInRoot(root_fd, op.path, O_PATH);
+  if (fd < 0) return Fail("openat2", op);
+  char buf[32];
+  const int rc = ::mount(nullptr, FdPath(fd, buf), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                         nullptr);
+  const ChildStatus status = rc == 0 ? ChildStatus::Ok() : Fail("mount(MS_REMOUNT|MS_RDONLY)", op);
+  ::close(fd);
+  return status;
+}
+
+ChildStatus ApplyCreate(int root_fd, const MountOp& op) {
+  const int dir = OpenInRoot(root_fd, op.parent, O_PATH | O_DIRECTORY);
+  if (dir < 0) return Fail("openat2(parent)", op);
+  int rc = 0;
+  const char* call = "";
+  switch (op.kind) {
+    case MountOp::Kind::kMkdir:
+      call = "mkdirat";
+      rc = ::mkdirat(dir, op.name.c_str(), op.mode);
+      break;
+    case MountOp::Kind::kTouch: {
+      call = "openat(O_CREAT)";
+      const int fd = ::openat(dir, op.name.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, op.mode);
+      rc = fd < 0 ? -1 : ::close(fd);
+      break;
+    }
+    case MountOp::Kind::kSymlink:
+      call = "symlinkat";
+      rc = ::symlinkat(op.source.c_str(), dir, op.name.c_str());
+      break;
+    case MountOp::Kind::kMknod:
+      call = "mknodat";
+      rc = ::mknodat(dir, op.name.c_str(), S_IFCHR | op.mode, op.dev);
+      break;
+    default:
+      break;
+  }
+  const ChildStatus status = (rc == 0 || errno == EEXIST) ? ChildStatus::Ok() : Fail(call, op);
+  ::close(dir);
+  return status;
+}
+
+ChildStatus ApplyMount(int root_fd, const MountOp& op) {
+  const int target = OpenInRoot(root_fd, op.path, O_PATH);
+  if (target < 0) {
+    if (op.optional && errno == ENOENT) return ChildStatus::Ok();
+    return Fail("openat2", op);
+  }
+  char target_path[32];
+  FdPath(target, target_path);
+  int rc = 0;
+  const char* call = "mount";
+  if (op.kind == MountOp::Kind::kMount) {
+    rc = ::mount(op.fstype.c_str(), target_path, op.fstype.c_str(), op.flags, op.data.c_str());
+  } else if (op.kind == MountOp::Kind::kBind) {
+    call = "mount(MS_BIND)";
+    rc = ::mount(op.source.c_str(), target_path, nullptr, MS_BIND | MS_REC, nullptr);
+  } else {
+    call = "mount(MS_BIND)";
+    const int source = OpenInRoot(root_fd, op.source, O_PATH);
+    if (source < 0) {
+      rc = -1;
+      call = "openat2(source)";
+    } else {
+      char source_path[32];
+      rc = ::mount(FdPath(source, source_path), target_path, nullptr, MS_BIND, nullptr);
+      const int err = errno;
+      ::close(source);
+      errno = err;
+    }
+  }
+  const int err = errno;
+  ::close(target);
+  if (rc != 0) {
+    errno = err;
+    if (op.optional && err == ENOENT) return ChildStatus::Ok();
+    return Fail(call, op);
+  }
+  if (op.read_only) return RemountReadOnly(root_fd, op);
+  return ChildStatus::Ok();
+}
+
+}  // namespace
+
+MountOp MkdirOp(const std::string& path, mode_t mode) {
+  MountOp op = Creating(MountOp::Kind::kMkdir, path);
+  op.mode = mode;
+  return op;
+}
+
+MountOp TouchOp(const std::string& path) {
+  MountOp op = Creating(MountOp::Kind::kTouch, path);
+  op.mode = 0644;
+  return op;
+}
+
+MountOp SymlinkOp(const std::string& path, const std::string& target) {
+  MountOp op = Creating(MountOp::Kind::kSymlink, path);
+  op.source = target;
+  return op;
+}
+
+MountOp BindOp(const std::string& host_source, const std::string& path, bool read_only) {
+  MountOp op;
+  op.kind = MountOp::Kind::kBind;
+  op.path = path;
+  op.source = host_source;
+  op.read_only = read_only;
+  return op;
+}
+
+Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec) {
+  if (::mkdir("/run/flashroll", 0700) != 0 && errno != EEXIST) return Status::FromErrno(errno, "mkdir /run/flashroll");
+  FR_ASSIGN_OR_RETURN(ImageLayout image, ResolveImage(spec));
+  MountPlan plan;
+  plan.scratch = kScratch;
+  plan.tmpfs_data = "size=" + std::to_string(spec.disk_bytes) + ",mode=0755";
+  const std::string upper = plan.scratch + "/upper";
+  const std::string work = plan.scratch + "/work";
+  plan.new_root = plan.scratch + "/root";
+  plan.scratch_dirs = {upper, work, plan.new_root};
+  std::string lower = image.lower;
+  if (lower.empty()) {
+    lower = plan.scratch + "/lower";
+    plan.scratch_dirs.push_back(lower);
+  }
+  plan.overlay_data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
+  plan.ops = std::move(image.ops);
+  AddDev(&plan.ops);
+  AddProc(&plan.ops);
+  plan.ops.push_back(MkdirOp("tmp", 01777));
+  for (const auto& path : spec.rw_paths) FR_RETURN_IF_ERROR(AddReadWriteBind(path, &plan.ops));
+  return plan;
+}
+
+ChildStatus MountChild(const MountPlan& plan) {
+  ::umask(0);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return ChildStatus::Errno("mount", "mount(MS_REC|MS_PRIVATE)", "/");
+  }
+  if (::mount("tmpfs", plan.scratch.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, plan.tmpfs_data.c_str()) != 0) {
+    return ChildStatus::Errno("mount", "mount(tmpfs)", plan.scratch.c_str());
+  }
+  for (const auto& dir : plan.scratch_dirs) {
+    if (::mkdir(dir.c_str(), 0755) != 0) return ChildStatus::Errno("mount", "mkdir", dir.c_str());
+  }
+  if (::mount("overlay", plan.new_root.c_str(), "overlay", MS_NOSUID | MS_NODEV, plan.overlay_data.c_str()) != 0) {
+    return ChildStatus::Errno("mount", "mount(overlay)", plan.overlay_data.c_str());
+  }
+  const int root_fd = ::open(plan.new_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) return ChildStatus::Errno("mount", "open", plan.new_root.c_str());
+  for (const auto& op : plan.ops) {
+    const bool creates = op.kind == MountOp::Kind::kMkdir || op.kind == MountOp::Kind::kTouch ||
+                         op.kind == MountOp::Kind::kSymlink || op.kind == MountOp::Kind::kMknod;
+    const ChildStatus status = creates ? ApplyCreate(root_fd, op) : ApplyMount(root_fd, op);
+    if (!status.ok()) return status;
+  }
+  ::close(root_fd);
+  // pivot_root(".", ".") stacks the old root on the new one; detaching it
+  // leaves only the sandbox's tree, with no directory needed for the old root.
+  if (::chdir(plan.new_root.c_str()) != 0) return ChildStatus::Errno("mount", "chdir", plan.new_root.c_str());
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) return ChildStatus::Errno("mount", "pivot_root", plan.new_root.c_str());
+  if (::umount2(".", MNT_DETACH) != 0) return ChildStatus::Errno("mount", "umount2(MNT_DETACH)", "old root");
+  if (::chdir("/") != 0) return ChildStatus::Errno("mount", "chdir", "/");
+  ::umask(022);
+  return ChildStatus::Ok();
+}
+
+}  // namespace flashroll::sandbox

@@ -1,0 +1,84 @@
+// The filesystem step: an overlayfs root, the image's binds, a minimal
+// /dev, /proc, /tmp and read-write binds, then pivot_root.
+//
+// Parent side (PrepareMountsParentSide) turns the spec into a MountPlan: an
+// ordered list of primitive operations with every string precomputed.
+// Child side (MountChild) runs it with raw system calls in the new mount
+// namespace (see child_status.h for why no allocation happens there).
+//
+// Every per-sandbox mount lives only in the sandbox's mount namespace: the
+// writable layer is a tmpfs mounted at /run/flashroll inside that
+// namespace, so when the sandbox's last process exits the kernel tears all
+// of it down and nothing stays on the host. The tmpfs size is the disk
+// quota of the writable layer.
+//
+// Paths inside the new root are resolved with openat2(RESOLVE_IN_ROOT), so a
+// symlink in an image cannot point a mount or mkdir at the host.
+//
+// Thread safety: PrepareMountsParentSide may run on any thread; MountChild
+// runs only in the freshly cloned child.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sandbox/child_status.h"
+#include "sandbox/spec.h"
+
+namespace flashroll::sandbox {
+
+// One primitive filesystem operation relative to the new root.
+struct MountOp {
+  enum class Kind {
+    kMkdir,    // mkdir `path` (existing is fine)
+    kTouch,    // create an empty file `path` (existing is fine)
+    kSymlink,  // `path` -> `source`
+    kMknod,    // character device `path`
+    kMount,    // mount a `fstype` filesystem at `path`
+    kBind,     // bind host path `source` at `path`
+    kBindSelf, // bind `source` (inside the new root) at `path`
+  };
+  Kind kind = Kind::kMkdir;
+  std::string path;    // relative to the new root, e.g. "usr/bin"
+  std::string parent;  // dirname(path) for creating ops; "" for the root itself
+  std::string name;    // basename(path) for creating ops
+  std::string source;
+  std::string fstype;
+  std::string data;
+  unsigned long flags = 0;  // MS_* for kMount
+  bool read_only = false;   // for binds: remount read-only, nosuid, nodev
+  mode_t mode = 0;
+  dev_t dev = 0;
+  bool optional = false;  // skip when `path` or `source` does not exist
+};
+
+// Builders for MountOps (parent side).
+MountOp MkdirOp(const std::string& path, mode_t mode);
+MountOp TouchOp(const std::string& path);
+MountOp SymlinkOp(const std::string& path, const std::string& target);
+MountOp BindOp(const std::string& host_source, const std::string& path, bool read_only);
+
+struct MountPlan {
+  std::string scratch;      // where the per-sandbox tmpfs goes: /run/flashroll
+  std::string tmpfs_data;   // "size=...,mode=0755"
+  std::vector<std::string> scratch_dirs;  // upper, work, root (and lower) under scratch
+  std::string new_root;     // scratch + "/root"
+  std::string overlay_data; // lowerdir=...,upperdir=...,workdir=...
+  std::vector<MountOp> ops; // applied in order inside new_root
+};
+
+// Parent side: resolves the image and builds the plan. Creates the host
+// directory /run/flashroll (the mount point, shared by all sandboxes) and,
+// for the busybox image, the cached image tree. Returns kNotFound for a
+// missing image, kIoError for a failed host-side step.
+Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec);
+
+// Child side: makes every mount private, mounts the tmpfs and the overlay,
+// applies the ops and pivots into the new root. On success the caller's
+// root and working directory are the sandbox's "/".
+ChildStatus MountChild(const MountPlan& plan);
+
+}  // namespace flashroll::sandbox

@@ -1,0 +1,67 @@
+#include "sandbox/naming.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+namespace flashroll::sandbox {
+
+namespace {
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or 0.
+unsigned long long StartTime(long pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  // The command name (field 2) may hold spaces; fields are counted after its ')'.
+  const char* p = nullptr;
+  for (ssize_t i = n - 1; i >= 0; --i) {
+    if (buf[i] == ')') {
+      p = buf + i + 1;
+      break;
+    }
+  }
+  if (p == nullptr) return 0;
+  for (int field = 3; field < 22; ++field) {
+    while (*p == ' ') ++p;
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  return std::strtoull(p, nullptr, 10);
+}
+
+}  // namespace
+
+const std::string& OwnNamePrefix() {
+  static const std::string prefix = [] {
+    const long pid = static_cast<long>(::getpid());
+    return std::string(kNamePrefix) + std::to_string(pid) + "-" + std::to_string(StartTime(pid)) + "-";
+  }();
+  return prefix;
+}
+
+std::string NewSandboxName() {
+  static std::atomic<uint64_t> sequence{0};
+  return OwnNamePrefix() + std::to_string(sequence.fetch_add(1) + 1);
+}
+
+bool OwnerAlive(const std::string& name) {
+  const std::string prefix = kNamePrefix;
+  if (name.rfind(prefix, 0) != 0) return false;
+  const char* p = name.c_str() + prefix.size();
+  char* end = nullptr;
+  const long pid = std::strtol(p, &end, 10);
+  if (end == p || *end != '-' || pid <= 0) return false;
+  p = end + 1;
+  const unsigned long long start = std::strtoull(p, &end, 10);
+  if (end == p || *end != '-') return false;
+  return StartTime(pid) == start && start != 0;
+}
+
+}  // namespace flashroll::sandbox

@@ -1,0 +1,33 @@
+#include "sandbox/net.h"
+
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace flashroll::sandbox {
+
+Status CheckNetParentSide(const SandboxSpec& spec) {
+  if (spec.net == NetMode::kPolicy) return Status::Unimplemented("--net policy: not built yet");
+  return Status::Ok();
+}
+
+ChildStatus NetChild() {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ChildStatus::Errno("net", "socket(AF_INET)", nullptr);
+  struct ifreq ifr {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  ChildStatus status;
+  if (::ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) {
+    status = ChildStatus::Errno("net", "ioctl(SIOCGIFFLAGS)", "lo");
+  } else {
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+    if (::ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) status = ChildStatus::Errno("net", "ioctl(SIOCSIFFLAGS)", "lo");
+  }
+  ::close(fd);
+  return status;
+}
+
+}  // namespace flashroll::sandbox

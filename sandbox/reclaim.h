@@ -1,0 +1,23 @@
+// Start-up reclaim: removes what managers that were killed left behind.
+//
+// A sandbox's processes die with its manager (the init exits when its
+// control socket closes, taking its pid namespace and mounts with it), so
+// what can remain are cgroup directories. Their names carry the creating
+// manager's pid and start time (naming.h); those whose manager is gone are
+// emptied and removed. Live managers' sandboxes are left alone.
+//
+// Thread safety: safe to run concurrently with other managers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sandbox/cgroup.h"
+
+namespace flashroll::sandbox {
+
+// Returns the names of the sandboxes it removed, or the first failure.
+Result<std::vector<std::string>> ReclaimLeftovers(CgroupBackend& backend);
+
+}  // namespace flashroll::sandbox

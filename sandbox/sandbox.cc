@@ -1,0 +1,387 @@
+#include "sandbox/sandbox.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/contain.h"
+#include "sandbox/exec.h"
+#include "sandbox/launcher.h"
+#include "sandbox/naming.h"
+#include "sandbox/reclaim.h"
+
+namespace flashroll::sandbox {
+
+namespace {
+
+using SystemClock = std::chrono::system_clock;
+
+// One live sandbox. `mu` guards state; `exec_mu` serialises execs. The init
+// and cgroup are torn down by Destroy under `mu`; the descriptors stay open
+// until the last reference goes, so a concurrent exec never sees a reused fd.
+struct Sandbox {
+  std::string id;
+  SandboxSpec spec;
+  std::string client_key;
+  SystemClock::time_point created;
+  SystemClock::time_point expires;  // epoch: no TTL
+
+  std::mutex mu;
+  State state = State::kRunning;
+  InitProcess init;
+  std::unique_ptr<Cgroup> cgroup;
+
+  std::mutex exec_mu;
+  uint32_t next_exec_id = 1;
+};
+
+Status TearDown(Sandbox& sb) {
+  // cgroup.kill first: it reaches processes in every namespace; killing the
+  // init alone would also end its pid namespace.
+  Status first = sb.cgroup->Kill();
+  Status reaped = KillAndReapInit(sb.init);
+  if (first.ok()) first = reaped;
+  Status removed = sb.cgroup->Remove();
+  if (first.ok()) first = removed;
+  return first;
+}
+
+// A descriptor for `path` opened inside the sandbox's root, never outside.
+Result<UniqueFd> OpenInSandbox(pid_t init_pid, const std::string& path, int flags, mode_t mode) {
+  if (path.empty() || path[0] != '/') return Status::InvalidArgument("path '" + path + "': must be absolute");
+  const std::string root_path = "/proc/" + std::to_string(init_pid) + "/root";
+  UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return Status::FromErrno(errno, "open " + root_path);
+  open_how how {};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
+  how.mode = flags & O_CREAT ? mode : 0;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root.get(), path.c_str() + 1, &how, sizeof(how))));
+  if (!fd.valid()) return Status::FromErrno(errno, "open " + path + " in the sandbox");
+  return fd;
+}
+
+}  // namespace
+
+// Whether a pre-started sandbox can serve `spec`: everything fixed at launch
+// (image, mounts, hostname, disk size, network) must be the default; limits,
+// environment and TTL are applied when it is handed out.
+bool Poolable(const SandboxSpec& spec) {
+  const SandboxSpec defaults;
+  return spec.image != ImageKind::kDirectory && spec.rw_paths.empty() && spec.hostname == defaults.hostname &&
+         spec.disk_bytes == defaults.disk_bytes && spec.net == NetMode::kNone;
+}
+
+CgroupLimits LimitsOf(const SandboxSpec& spec) {
+  CgroupLimits limits;
+  limits.memory_bytes = spec.memory_bytes;
+  limits.pids = spec.pids;
+  limits.cpus = spec.cpus;
+  limits.cpuset = spec.cpuset;
+  return limits;
+}
+
+struct Manager::Impl {
+  std::unique_ptr<CgroupBackend> cgroups;
+  int warm_pool = 0;  // constant after Open
+
+  std::mutex mu;
+  std::condition_variable ttl_cv;
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes;  // guarded by mu
+  std::map<std::string, std::string> by_client_key;           // guarded by mu
+  bool stopping = false;                                       // guarded by mu
+  std::thread ttl_thread;
+  // Pre-started sandboxes per image, not yet handed out (see Options::warm_pool).
+  std::map<ImageKind, std::deque<std::shared_ptr<Sandbox>>> pool;  // guarded by mu
+  std::condition_variable pool_cv;
+  std::thread pool_thread;
+
+  // The cold path: plan, cgroups, init. Nothing is left behind on failure.
+  Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec) {
+    FR_ASSIGN_OR_RETURN(ContainPlan plan, PrepareContainParentSide(spec));
+    auto sb = std::make_shared<Sandbox>();
+    sb->id = NewSandboxName();
+    sb->spec = spec;
+    // On any failure below, the Cgroup's destructor kills and removes it.
+    FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
+    FR_ASSIGN_OR_RETURN(sb->init, LaunchInit(plan, *sb->cgroup));
+    return sb;
+  }
+
+  // A pre-started sandbox for `spec`, or nullptr when none is ready.
+  std::shared_ptr<Sandbox> TakeFromPool(const SandboxSpec& spec) {
+    if (warm_pool == 0 || !Poolable(spec)) return nullptr;
+    std::lock_guard<std::mutex> lock(mu);
+    auto& ready = pool[spec.image];
+    if (ready.empty()) return nullptr;
+    std::shared_ptr<Sandbox> sb = std::move(ready.front());
+    ready.pop_front();
+    pool_cv.notify_all();
+    return sb;
+  }
+
+  // Keeps `warm_pool` sandboxes of each built-in image started.
+  void PoolLoop() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stopping) {
+      bool launched = false;
+      for (ImageKind kind : {ImageKind::kHost, ImageKind::kBusybox}) {
+        if (stopping || pool[kind].size() >= static_cast<size_t>(warm_pool)) continue;
+        lock.unlock();
+        SandboxSpec spec;
+        spec.image = kind;
+        auto sb = Launch(spec);
+        lock.lock();
+        if (!sb.ok()) {
+          log::Warn("sandbox pool launch failed", {{"error", sb.status().ToString()}});
+          continue;
+        }
+        pool[kind].push_back(std::move(*sb));
+        launched = true;
+      }
+      if (!launched) pool_cv.wait_for(lock, std::chrono::seconds(1));
+    }
+  }
+
+  Result<std::shared_ptr<Sandbox>> Find(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = sandboxes.find(id);
+    if (it == sandboxes.end()) return Status::NotFound("sandbox " + id + ": no such sandbox");
+    return it->second;
+  }
+
+  // Tears the sandbox down, then removes it from the tables, so that once it
+  // is gone from List() and Info() nothing of it is left on the host.
+  Status DestroySandbox(const std::shared_ptr<Sandbox>& sb) {
+    Status status;
+    {
+      std::lock_guard<std::mutex> lock(sb->mu);
+      if (sb->state == State::kDestroyed) return Status::NotFound("sandbox " + sb->id + " was destroyed");
+      sb->state = State::kDestroyed;
+      status = TearDown(*sb);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      sandboxes.erase(sb->id);
+      if (!sb->client_key.empty()) {
+        auto it = by_client_key.find(sb->client_key);
+        if (it != by_client_key.end() && it->second == sb->id) by_client_key.erase(it);
+      }
+    }
+    if (!status.ok()) log::Warn("sandbox destroy incomplete", {{"id", sb->id}, {"error", status.ToString()}});
+    return status.Wrap("destroy " + sb->id);
+  }
+
+  void TtlLoop() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stopping) {
+      auto next = SystemClock::time_point::max();
+      std::vector<std::shared_ptr<Sandbox>> expired;
+      const auto now = SystemClock::now();
+      for (const auto& [id, sb] : sandboxes) {
+        if (sb->expires == SystemClock::time_point()) continue;
+        if (sb->expires <= now) expired.push_back(sb);
+        else next = std::min(next, sb->expires);
+      }
+      if (!expired.empty()) {
+        lock.unlock();
+        for (const auto& sb : expired) {
+          log::Info("sandbox ttl expired", {{"id", sb->id}});
+          (void)DestroySandbox(sb);
+        }
+        lock.lock();
+        continue;
+      }
+      if (next == SystemClock::time_point::max()) ttl_cv.wait(lock);
+      else ttl_cv.wait_until(lock, next);
+    }
+  }
+};
+
+Manager::Manager(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Manager::~Manager() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->ttl_cv.notify_all();
+  impl_->pool_cv.notify_all();
+  if (impl_->ttl_thread.joinable()) impl_->ttl_thread.join();
+  if (impl_->pool_thread.joinable()) impl_->pool_thread.join();
+  for (auto& [kind, ready] : impl_->pool) {
+    for (const auto& sb : ready) (void)TearDown(*sb);
+  }
+  for (const auto& id : List()) (void)Destroy(id);
+}
+
+Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
+  auto impl = std::make_unique<Impl>();
+  FR_ASSIGN_OR_RETURN(impl->cgroups, OpenCgroupBackend());
+  if (options.reclaim_leftovers) {
+    FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());
+  }
+  impl->warm_pool = std::max(0, options.warm_pool);
+  Impl* raw = impl.get();
+  impl->ttl_thread = std::thread([raw] { raw->TtlLoop(); });
+  if (impl->warm_pool > 0) impl->pool_thread = std::thread([raw] { raw->PoolLoop(); });
+  return std::unique_ptr<Manager>(new Manager(std::move(impl)));
+}
+
+const char* Manager::cgroup_layout() const { return impl_->cgroups->layout(); }
+
+Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& client_key) {
+  if (!client_key.empty()) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto it = impl_->by_client_key.find(client_key);
+    if (it != impl_->by_client_key.end()) return it->second;
+  }
+  FR_RETURN_IF_ERROR(ValidateSpec(spec));
+  std::shared_ptr<Sandbox> sb = impl_->TakeFromPool(spec);
+  if (sb != nullptr) {
+    if (Status applied = sb->cgroup->ApplyLimits(LimitsOf(spec)); !applied.ok()) {
+      (void)TearDown(*sb);
+      return applied.Wrap("create");
+    }
+    sb->spec = spec;
+  } else {
+    FR_ASSIGN_OR_RETURN(sb, impl_->Launch(spec));
+  }
+  sb->client_key = client_key;
+  sb->created = SystemClock::now();
+  if (spec.ttl.count() > 0) sb->expires = sb->created + spec.ttl;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!client_key.empty()) {
+      auto it = impl_->by_client_key.find(client_key);
+      if (it != impl_->by_client_key.end()) {
+        // A concurrent Create with the same key won; this one goes away.
+        const std::string winner = it->second;
+        (void)TearDown(*sb);
+        return winner;
+      }
+      impl_->by_client_key[client_key] = sb->id;
+    }
+    impl_->sandboxes[sb->id] = sb;
+  }
+  if (spec.ttl.count() > 0) impl_->ttl_cv.notify_all();
+  log::Debug("sandbox created", {{"id", sb->id}, {"init_pid", sb->init.pid}});
+  return sb->id;
+}
+
+Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& request) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  std::lock_guard<std::mutex> exec_lock(sb->exec_mu);
+  uint64_t oom_before = 0;
+  uint32_t exec_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(sb->mu);
+    FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kExec, id));
+    FR_ASSIGN_OR_RETURN(oom_before, sb->cgroup->OomKillCount());
+    exec_id = sb->next_exec_id++;
+  }
+  FR_ASSIGN_OR_RETURN(ExecResult result, RunInInit(sb->init.control.get(), exec_id, request, sb->spec.env));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  if (sb->state == State::kDestroyed) return Status::Unavailable("sandbox " + id + " was destroyed during exec");
+  FR_ASSIGN_OR_RETURN(uint64_t oom_after, sb->cgroup->OomKillCount());
+  result.oom_killed = oom_after > oom_before;
+  return result;
+}
+
+Status Manager::PutFile(const std::string& id, const std::string& path, std::string_view data, mode_t mode) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
+  FR_ASSIGN_OR_RETURN(UniqueFd fd, OpenInSandbox(sb->init.pid, path, O_WRONLY | O_CREAT | O_TRUNC, mode));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "write " + path + " in sandbox " + id);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> Manager::GetFile(const std::string& id, const std::string& path, size_t max_bytes) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
+  FR_ASSIGN_OR_RETURN(UniqueFd fd, OpenInSandbox(sb->init.pid, path, O_RDONLY, 0));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + path + " in sandbox " + id);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + " in sandbox " + id + ": not a regular file");
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, "read " + path + " in sandbox " + id);
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > max_bytes) {
+      return Status::ResourceExhausted(path + " in sandbox " + id + ": larger than " + std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+Status Manager::Freeze(const std::string& id) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFreeze, id));
+  FR_RETURN_IF_ERROR(sb->cgroup->SetFrozen(true).Wrap("freeze " + id));
+  sb->state = State::kFrozen;
+  return Status::Ok();
+}
+
+Status Manager::Thaw(const std::string& id) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kThaw, id));
+  FR_RETURN_IF_ERROR(sb->cgroup->SetFrozen(false).Wrap("thaw " + id));
+  sb->state = State::kRunning;
+  return Status::Ok();
+}
+
+Status Manager::Destroy(const std::string& id) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  return impl_->DestroySandbox(sb);
+}
+
+Result<SandboxInfo> Manager::Info(const std::string& id) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  if (sb->state == State::kDestroyed) return Status::NotFound("sandbox " + id + " was destroyed");
+  SandboxInfo info;
+  info.id = sb->id;
+  info.state = sb->state;
+  info.init_pid = sb->init.pid;
+  info.created = sb->created;
+  info.expires = sb->expires;
+  FR_ASSIGN_OR_RETURN(info.oom_kills, sb->cgroup->OomKillCount());
+  return info;
+}
+
+std::vector<std::string> Manager::List() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<std::string> ids;
+  for (const auto& entry : impl_->sandboxes) ids.push_back(entry.first);
+  return ids;
+}
+
+}  // namespace flashroll::sandbox

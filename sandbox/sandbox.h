@@ -1,0 +1,136 @@
+// The sandbox lifecycle API: create, exec, put/get files, freeze, thaw,
+// destroy. Front ends (the CLI, the node agent) only parse and call this.
+//
+// A sandbox is a contained init process (launcher.h) in its own cgroups
+// (cgroup.h); Exec asks that init to start a command, so every command
+// inherits the full isolation stack. Destroy works from any state: it kills
+// the cgroup, reaps the init (the kernel then tears down the namespaces and
+// every mount with it) and removes the cgroup directories. A sandbox with a
+// TTL is destroyed when it expires. Open() first reclaims the cgroups of
+// sandboxes whose manager was killed (see naming.h).
+//
+// Thread safety: all Manager methods may be called concurrently. Calls on
+// different sandboxes run in parallel; execs in one sandbox run one at a
+// time; Destroy does not wait for a running exec (the exec returns
+// kUnavailable).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "sandbox/spec.h"
+#include "sandbox/state.h"
+
+namespace flashroll::sandbox {
+
+struct ExecRequest {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
+  std::vector<std::string> env;   // empty: the sandbox's SandboxSpec::env
+  std::string cwd = "/";
+  std::chrono::milliseconds timeout{0};  // 0: none
+  // Pass-through: when all three are >= 0 the command uses these descriptors
+  // and nothing is buffered. Otherwise stdin is /dev/null and stdout/stderr
+  // are collected into the result.
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  // When >= 0 and readable (e.g. a signalfd for SIGINT), the command is
+  // killed and the result is marked cancelled.
+  int cancel_fd = -1;
+  size_t max_output_bytes = size_t{16} << 20;  // per stream; the rest is dropped
+};
+
+struct ExecResult {
+  int exit_code = 0;   // the exit status, or 128 + signal number
+  int signal = 0;      // the signal that ended the command; 0 if it exited
+  bool timed_out = false;
+  bool cancelled = false;
+  bool oom_killed = false;  // the kernel OOM-killed a process of the sandbox during the exec
+  int start_errno = 0;      // the command could not be started (exit_code 126 or 127)
+  std::string stdout_data;
+  std::string stderr_data;
+  bool output_truncated = false;
+  double duration_ms = 0;
+};
+
+struct SandboxInfo {
+  std::string id;
+  State state = State::kRunning;
+  pid_t init_pid = -1;  // in the host's pid namespace
+  uint64_t oom_kills = 0;
+  std::chrono::system_clock::time_point created;
+  std::chrono::system_clock::time_point expires;  // epoch when there is no TTL
+};
+
+class Manager {
+ public:
+  struct Options {
+    bool reclaim_leftovers = true;  // remove what killed managers left behind
+    // Sandboxes of each built-in image (host, busybox) kept started in the
+    // background, so that Create of a spec with default image, mounts,
+    // hostname, disk and network only applies limits (why: starting one
+    // waits on kernel RCU grace periods for cgroup v1 migration and the
+    // old root's unmount, several ms each on a busy VM). 0: none.
+    int warm_pool = 0;
+  };
+
+  // Detects the cgroup layout and reclaims leftovers. Returns
+  // kPermissionDenied when not root, kFailedPrecondition when the kernel
+  // lacks what sandboxes need.
+  static Result<std::unique_ptr<Manager>> Open(const Options& options);
+  static Result<std::unique_ptr<Manager>> Open() { return Open(Options()); }
+
+  // Destroys every sandbox still held.
+  ~Manager();
+
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  // Creates and starts a sandbox; returns its id. With a non-empty
+  // client_key, a second Create with the same key returns the first
+  // sandbox's id while it exists. Returns kInvalidArgument for a bad spec,
+  // kUnimplemented for a feature not built yet (--net policy), otherwise the
+  // failing step (nothing is left behind on failure).
+  Result<std::string> Create(const SandboxSpec& spec, const std::string& client_key = "");
+
+  // Runs a command and waits for it. A command that cannot be started is a
+  // result with start_errno set, not an error. Returns kNotFound for an
+  // unknown id, kFailedPrecondition when frozen, kUnavailable when the
+  // sandbox died or was destroyed meanwhile.
+  Result<ExecResult> Exec(const std::string& id, const ExecRequest& request);
+
+  // Writes a file inside the sandbox (its writable layer). `path` is
+  // resolved inside the sandbox's root: symlinks cannot lead out. Parent
+  // directories must exist.
+  Status PutFile(const std::string& id, const std::string& path, std::string_view data, mode_t mode = 0644);
+  // Reads a file inside the sandbox; kResourceExhausted above max_bytes.
+  Result<std::string> GetFile(const std::string& id, const std::string& path, size_t max_bytes = size_t{64} << 20);
+
+  // Freeze stops every process of the sandbox; Thaw resumes them.
+  Status Freeze(const std::string& id);
+  Status Thaw(const std::string& id);
+
+  // Kills everything, removes the cgroups; works from any state. kNotFound
+  // for an unknown (or already destroyed) id.
+  Status Destroy(const std::string& id);
+
+  Result<SandboxInfo> Info(const std::string& id);
+  std::vector<std::string> List();
+
+  // "hybrid" or "unified".
+  const char* cgroup_layout() const;
+
+ private:
+  struct Impl;
+  explicit Manager(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flashroll::sandbox

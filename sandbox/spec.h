@@ -1,0 +1,82 @@
+// SandboxSpec: the one typed description of a sandbox.
+//
+// The CLI flags, the HTTP API and YAML configs all fill this struct; every
+// isolation step reads it and nothing else. Parsing helpers turn the
+// textual forms ("busybox", "10.0.0.0/8:443", "none") into fields and
+// report bad input as kInvalidArgument naming the flag value.
+//
+// Thread safety: a SandboxSpec is a value.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace flashroll::sandbox {
+
+enum class ImageKind {
+  kHost,       // read-only binds of the host's /usr and /etc essentials
+  kBusybox,    // /bin/busybox from Debian's busybox-static plus applet links
+  kDirectory,  // any directory tree, used as the read-only lower layer
+};
+
+enum class NetMode {
+  kNone,    // a fresh network namespace with loopback only
+  kPolicy,  // veth plus eBPF allow rules
+};
+
+// One egress allow rule: an address prefix and a port (0 = any port).
+struct AllowRule {
+  int family = 0;          // AF_INET or AF_INET6
+  uint8_t address[16] = {};  // network byte order; the first 4 bytes for AF_INET
+  int prefix_len = 0;
+  uint16_t port = 0;
+  std::string text;        // as given, for messages
+};
+
+struct SandboxSpec {
+  ImageKind image = ImageKind::kHost;
+  std::string image_dir;  // kDirectory: absolute path of the lower layer
+
+  NetMode net = NetMode::kNone;
+  std::vector<AllowRule> allow;  // only with NetMode::kPolicy
+
+  uint64_t memory_bytes = 0;  // 0: no limit
+  int64_t pids = 0;           // 0: no limit
+  double cpus = 0;            // CPU quota in CPUs; 0: no quota
+  std::string cpuset;         // e.g. "0-1"; empty: all CPUs of the manager
+  uint64_t disk_bytes = uint64_t{1} << 30;  // size of the writable layer (tmpfs)
+
+  // Host paths bound read-write at the same path inside.
+  std::vector<std::string> rw_paths;
+  std::string hostname = "sandbox";
+  // Default environment of every exec.
+  std::vector<std::string> env = {
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+      "LANG=C.UTF-8", "TERM=xterm"};
+  // Destroyed automatically this long after creation; 0: never.
+  std::chrono::milliseconds ttl{0};
+};
+
+// "host", "busybox" or an absolute directory path. Sets spec->image and
+// spec->image_dir. Returns kInvalidArgument for a relative path, kNotFound
+// when the directory does not exist.
+Status ParseImage(std::string_view text, SandboxSpec* spec);
+
+// "none" or "policy".
+Result<NetMode> ParseNetMode(std::string_view text);
+
+// "IP[/N]:PORT" with an IPv4 or IPv6 address; the port is after the last
+// ':' and may be '*' for any port. Returns kInvalidArgument naming the rule.
+Result<AllowRule> ParseAllowRule(std::string_view text);
+
+// Checks the fields against each other: allow rules need --net policy,
+// limits are in range, paths are absolute and free of characters that
+// overlayfs options cannot carry. Returns kInvalidArgument naming the field.
+Status ValidateSpec(const SandboxSpec& spec);
+
+}  // namespace flashroll::sandbox

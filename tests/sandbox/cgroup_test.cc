@@ -1,0 +1,72 @@
+// The cgroup backend on this machine's layout (root only).
+#include "sandbox/cgroup.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "sandbox/naming.h"
+#include "tests/sandbox/sandbox_fixture.h"
+
+namespace flashroll::sandbox {
+namespace {
+
+class SandboxCgroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "cgroup tests need root";
+    auto backend = OpenCgroupBackend();
+    ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+    backend_ = std::move(*backend);
+  }
+  std::unique_ptr<CgroupBackend> backend_;
+};
+
+TEST_F(SandboxCgroupTest, CreateAppliesLimitsAndRemoveCleansUp) {
+  const std::string name = NewSandboxName();
+  CgroupLimits limits;
+  limits.memory_bytes = 32 << 20;
+  limits.pids = 9;
+  limits.cpus = 0.25;
+  auto cgroup = backend_->Create(name, limits);
+  ASSERT_TRUE(cgroup.ok()) << cgroup.status().ToString();
+  EXPECT_GE((*cgroup)->clone_into_fd(), 0);
+  if (std::string(backend_->layout()) == "hybrid") {
+    EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/memory/flashroll/" + name + "/memory.limit_in_bytes"),
+              std::to_string(32 << 20) + "\n");
+    EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/pids/flashroll/" + name + "/pids.max"), "9\n");
+    EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/cpu/flashroll/" + name + "/cpu.cfs_quota_us"), "25000\n");
+    CgroupLimits more;
+    more.pids = 20;
+    ASSERT_TRUE((*cgroup)->ApplyLimits(more).ok());
+    EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/pids/flashroll/" + name + "/pids.max"), "20\n");
+  }
+  auto oom = (*cgroup)->OomKillCount();
+  ASSERT_TRUE(oom.ok()) << oom.status().ToString();
+  EXPECT_EQ(*oom, 0u);
+  EXPECT_TRUE((*cgroup)->SetFrozen(true).ok());
+  EXPECT_TRUE((*cgroup)->SetFrozen(false).ok());
+  auto names = backend_->List();
+  ASSERT_TRUE(names.ok());
+  EXPECT_NE(std::find(names->begin(), names->end(), name), names->end());
+  EXPECT_EQ(backend_->Create(name, CgroupLimits()).status().code(), Code::kAlreadyExists);
+  ASSERT_TRUE((*cgroup)->Remove().ok());
+  EXPECT_TRUE(CgroupDirsWithPrefix(name).empty());
+}
+
+TEST_F(SandboxCgroupTest, DestructorRemovesAndLeftoversAreReclaimable) {
+  const std::string name = NewSandboxName();
+  { ASSERT_TRUE(backend_->Create(name, CgroupLimits()).ok()); }
+  EXPECT_TRUE(CgroupDirsWithPrefix(name).empty());
+  // A cgroup whose owner object is gone (as after a crash) is removed by RemoveLeftover.
+  const std::string leftover = NewSandboxName();
+  auto cgroup = backend_->Create(leftover, CgroupLimits());
+  ASSERT_TRUE(cgroup.ok());
+  ASSERT_TRUE(backend_->RemoveLeftover(leftover).ok());
+  EXPECT_TRUE(CgroupDirsWithPrefix(leftover).empty());
+  EXPECT_TRUE(backend_->RemoveLeftover(leftover).ok());  // idempotent
+}
+
+}  // namespace
+}  // namespace flashroll::sandbox

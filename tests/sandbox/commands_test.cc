@@ -1,0 +1,92 @@
+// `flashroll sandbox run` end to end: the exact CLI contract.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+
+#include "tests/sandbox/sandbox_fixture.h"
+
+namespace flashroll::sandbox {
+namespace {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CliResult RunCli(const std::string& args) {
+  const std::string command = std::string(FLASHROLL_BIN) + " " + args + " 2>&1";
+  CliResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class SandboxRunCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "sandbox tests need root";
+    mounts_before_ = MountCount();
+  }
+  void TearDown() override {
+    if (geteuid() != 0) return;
+    EXPECT_EQ(MountCount(), mounts_before_);
+  }
+  size_t mounts_before_ = 0;
+};
+
+TEST_F(SandboxRunCommandTest, PassesOutputAndExitCode) {
+  CliResult r = RunCli("sandbox run -- sh -c 'echo out; echo err >&2; exit 7'");
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_EQ(r.output, "out\nerr\n");
+  EXPECT_EQ(RunCli("sandbox run -- /bin/true").exit_code, 0);
+  EXPECT_EQ(RunCli("sandbox run --image busybox -- echo hi").output, "hi\n");
+}
+
+TEST_F(SandboxRunCommandTest, TimeoutExits124) {
+  CliResult r = RunCli("sandbox run --timeout 500ms -- sleep 30");
+  EXPECT_EQ(r.exit_code, 124);
+}
+
+TEST_F(SandboxRunCommandTest, MemoryKillExits137) {
+  CliResult r = RunCli("sandbox run --memory 64M -- python3 -c \"b = b'x' * (512 << 20)\"");
+  EXPECT_EQ(r.exit_code, 137);
+}
+
+TEST_F(SandboxRunCommandTest, LimitsAreAccepted) {
+  CliResult r = RunCli("sandbox run --memory 256M --pids 64 --cpus 0.5 --timeout 10s -- sh -c 'echo ok'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "ok\n");
+}
+
+TEST_F(SandboxRunCommandTest, NetPolicyIsNotBuiltYet) {
+  CliResult r = RunCli("sandbox run --net policy --allow 10.0.0.1:443 -- true");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--net policy: not built yet"), std::string::npos) << r.output;
+}
+
+TEST_F(SandboxRunCommandTest, BadInputExits2) {
+  EXPECT_EQ(RunCli("sandbox run --memory lots -- true").exit_code, 2);
+  EXPECT_EQ(RunCli("sandbox run --image relative -- true").exit_code, 2);
+  EXPECT_EQ(RunCli("sandbox run --allow 1.2.3.4:80 -- true").exit_code, 2);
+  EXPECT_EQ(RunCli("sandbox run").exit_code, 2);
+}
+
+TEST_F(SandboxRunCommandTest, LeavesNothingBehind) {
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(RunCli("sandbox run -- true").exit_code, 0);
+  // Names carry the manager's pid; the CLI runs exited, so nothing of theirs may remain.
+  for (const auto& dir : CgroupDirsWithPrefix("fr-")) {
+    const std::string name = dir.substr(dir.rfind('/') + 1);
+    EXPECT_TRUE(OwnerAlive(name)) << "leftover " << dir;
+  }
+}
+
+}  // namespace
+}  // namespace flashroll::sandbox

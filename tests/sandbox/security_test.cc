@@ -1,0 +1,152 @@
+// Escape and abuse attempts: each must fail while the host stays intact.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/sandbox/sandbox_fixture.h"
+
+namespace flashroll::sandbox {
+namespace {
+
+class SandboxSecurityTest : public SandboxFixture {};
+
+// Calls each system call through ctypes and prints "name errno-name".
+constexpr char kSyscallProbe[] = R"PY(
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def probe(name, fn):
+    r = fn()
+    e = ctypes.get_errno()
+    print(name, 'ok' if r == 0 else errno.errorcode.get(e, str(e)))
+probe('mount', lambda: libc.mount(b'none', b'/mnt', b'tmpfs', 0, None))
+probe('umount', lambda: libc.umount2(b'/proc', 2))
+probe('ptrace', lambda: libc.ptrace(16, 1, 0, 0))
+probe('init_module', lambda: libc.syscall(175, None, 0, b''))
+probe('finit_module', lambda: libc.syscall(313, os.open('/dev/null', os.O_RDONLY), b'', 0))
+probe('delete_module', lambda: libc.syscall(176, b'ext4', 0))
+probe('unshare_user', lambda: libc.unshare(0x10000000))
+probe('unshare_mnt', lambda: libc.unshare(0x00020000))
+probe('setns', lambda: libc.setns(os.open('/proc/self/ns/net', os.O_RDONLY), 0))
+probe('bpf', lambda: libc.syscall(321, 0, None, 0))
+probe('perf_event_open', lambda: libc.syscall(298, None, 0, -1, -1, 0))
+probe('kexec_load', lambda: libc.syscall(246, 0, 0, None, 0))
+probe('keyctl', lambda: libc.syscall(250, 0, 0, 0, 0, 0))
+probe('pivot_root', lambda: libc.syscall(155, b'/tmp', b'/tmp'))
+probe('vsock', lambda: 0 if libc.socket(40, 1, 0) >= 0 else -1)
+)PY";
+
+TEST_F(SandboxSecurityTest, DangerousSystemCallsFail) {
+  const std::string id = CreateOrDie();
+  ExecResult r = Run(id, {"python3", "-c", kSyscallProbe});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data,
+            "mount EPERM\numount EPERM\nptrace EPERM\ninit_module EPERM\nfinit_module EPERM\n"
+            "delete_module EPERM\nunshare_user EPERM\nunshare_mnt EPERM\nsetns EPERM\nbpf EPERM\n"
+            "perf_event_open EPERM\nkexec_load EPERM\nkeyctl EPERM\npivot_root EPERM\nvsock EPERM\n");
+  // The command-line tools fail too.
+  EXPECT_NE(Sh(id, "mount -t tmpfs none /mnt").exit_code, 0);
+  EXPECT_NE(Sh(id, "unshare -U -r true").exit_code, 0);
+  EXPECT_NE(Sh(id, "unshare -m true").exit_code, 0);
+}
+
+TEST_F(SandboxSecurityTest, WritingOutsideTheWritableLayerFails) {
+  const std::string id = CreateOrDie();
+  const std::string probe = "flashroll-sandbox-probe-" + std::to_string(getpid());
+  ExecResult r = Sh(id, "echo x > /usr/lib/" + probe + "; echo $?; echo x > /etc/passwd; echo $?; "
+                        "echo x > /etc/" + probe + "; echo $?; echo x > /proc/sys/kernel/hostname; echo $?");
+  // /usr and /etc/passwd are read-only binds; new files in /etc land in the
+  // writable layer; sysctls are read-only.
+  EXPECT_EQ(r.stdout_data, "2\n2\n0\n2\n") << r.stderr_data;
+  EXPECT_NE(access(("/usr/lib/" + probe).c_str(), F_OK), 0);
+  EXPECT_NE(access(("/etc/" + probe).c_str(), F_OK), 0);
+  EXPECT_NE(ReadHostFile("/etc/passwd").find("root:"), std::string::npos);
+  char host[256] = {};
+  gethostname(host, sizeof(host));
+  EXPECT_NE(std::string(host), "x");
+}
+
+TEST_F(SandboxSecurityTest, DirectoryImageStaysUntouched) {
+  char dir[] = "/tmp/flashroll-image-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string image = dir;
+  std::filesystem::create_directories(image + "/bin");
+  std::filesystem::copy_file("/bin/busybox", image + "/bin/busybox");
+  std::filesystem::create_symlink("busybox", image + "/bin/sh");
+  { std::ofstream(image + "/data.txt") << "original\n"; }
+  // A symlink in the image pointing at the host's /etc must not redirect mounts or writes.
+  std::filesystem::create_symlink("/etc", image + "/hostetc");
+
+  SandboxSpec spec;
+  spec.image = ImageKind::kDirectory;
+  spec.image_dir = image;
+  const std::string id = CreateOrDie(spec);
+  ExecResult r = Run(id, {"/bin/sh", "-c",
+                          "echo changed > /data.txt; /bin/busybox cat /data.txt; /bin/busybox rm /bin/sh; "
+                          "echo x > /hostetc/flashroll-escape; /bin/busybox ls /bin"});
+  EXPECT_EQ(r.stdout_data, "changed\nbusybox\n") << r.stderr_data;
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  EXPECT_EQ(ReadHostFile(image + "/data.txt"), "original\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(image + "/bin/sh"));
+  EXPECT_NE(access("/etc/flashroll-escape", F_OK), 0);
+  std::filesystem::remove_all(image);
+}
+
+TEST_F(SandboxSecurityTest, DeletingUsrBinInsideLeavesTheHostIntact) {
+  const std::string id = CreateOrDie();
+  ExecResult host_image = Sh(id, "rm -rf /usr/bin 2>/dev/null; test -x /usr/bin/ls && echo still-there");
+  EXPECT_EQ(host_image.stdout_data, "still-there\n");
+
+  SandboxSpec busybox;
+  busybox.image = ImageKind::kBusybox;
+  const std::string bb = CreateOrDie(busybox);
+  // In the busybox image the root is writable: the sandbox can wreck itself, only itself.
+  ExecResult wreck = Run(bb, {"/bin/busybox", "rm", "-rf", "/bin", "/usr/bin"});
+  EXPECT_EQ(wreck.exit_code, 0) << wreck.stderr_data;
+  EXPECT_EQ(Run(bb, {"/bin/busybox", "true"}).exit_code, 127);
+  ASSERT_TRUE(manager_->Destroy(bb).ok());
+  EXPECT_EQ(access("/usr/bin/ls", X_OK), 0);
+  EXPECT_EQ(access("/var/lib/flashroll/images/busybox/bin/busybox", X_OK), 0);
+  const std::string fresh = CreateOrDie(busybox);
+  EXPECT_EQ(Run(fresh, {"/bin/sh", "-c", "echo ok"}).stdout_data, "ok\n");
+}
+
+TEST_F(SandboxSecurityTest, SignallingHostProcessesFails) {
+  const pid_t victim = fork();
+  ASSERT_GE(victim, 0);
+  if (victim == 0) {
+    execl("/bin/sleep", "sleep", "60", nullptr);
+    _exit(127);
+  }
+  const std::string id = CreateOrDie();
+  ExecResult r = Sh(id, "kill -9 " + std::to_string(victim) + "; echo $?; kill -9 -1; echo done");
+  EXPECT_EQ(r.stdout_data.substr(0, 2), "1\n") << r.stdout_data << r.stderr_data;
+  EXPECT_EQ(kill(victim, 0), 0) << "the host process was killed from inside the sandbox";
+  kill(victim, SIGKILL);
+  waitpid(victim, nullptr, 0);
+}
+
+TEST_F(SandboxSecurityTest, HostProcessesAndSecretsAreInvisible) {
+  const std::string id = CreateOrDie();
+  ExecResult r = Sh(id, "ls /proc | grep -c '^[0-9]'; test -e /etc/shadow && echo shadow; "
+                        "test -e /sys/fs/cgroup && echo cgroupfs; cat /proc/1/environ | wc -c");
+  // init, sh, ls, grep at most, plus the pipeline.
+  EXPECT_LE(std::stoi(r.stdout_data), 8);
+  EXPECT_EQ(r.stdout_data.find("shadow"), std::string::npos);
+  EXPECT_EQ(r.stdout_data.find("cgroupfs"), std::string::npos);
+}
+
+TEST_F(SandboxSecurityTest, DiskQuotaBoundsTheWritableLayer) {
+  SandboxSpec spec;
+  spec.disk_bytes = 16 << 20;
+  const std::string id = CreateOrDie(spec);
+  ExecResult r = Sh(id, "dd if=/dev/zero of=/root/big bs=1M count=64 2>/dev/null; echo $?");
+  EXPECT_EQ(r.stdout_data, "1\n");
+}
+
+}  // namespace
+}  // namespace flashroll::sandbox
