@@ -1,0 +1,63 @@
+// Episode: one agent trajectory — the engine generates an assistant turn,
+// the scaffold parses it, the tool runs in a workspace, its output is
+// appended as token ids, and so on until an answer, a format error or a
+// budget ends it; then the task's verifier scores it.
+//
+// Token-in/token-out: the conversation lives as one growing token sequence
+// whose KV cache is kept across turns. Earlier turns are never re-tokenised,
+// so the tokens a trainer sees are exactly the tokens the engine sampled.
+// The conversation is ChatML: <|im_start|>ROLE\nCONTENT<|im_end|>\n.
+//
+// Thread safety: RunEpisode is reentrant; the Model and Tokenizer are only read.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/models/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "rollout/scaffold.h"
+#include "tasks/task.h"
+#include "tasks/workspace.h"
+
+namespace flashroll {
+
+struct EpisodeOptions {
+  int effort = 100;
+  int max_turns = 8;
+  int64_t max_tokens = 3072;  // the whole conversation, prompt included
+  double temperature = 0.7;
+  uint64_t seed = 1;
+  std::chrono::milliseconds tool_timeout{10000};
+};
+
+struct EpisodeTurn {
+  std::string text;            // the assistant message as decoded
+  bool format_valid = false;
+  std::string format_error;    // the scaffold's message when not valid
+  std::string command;
+  ExecResult tool_result;
+  int64_t reasoning_tokens = 0;
+};
+
+struct Episode {
+  std::vector<int32_t> tokens;       // the whole conversation
+  std::vector<uint8_t> sampled;      // 1 where the engine sampled the token
+  std::vector<EpisodeTurn> turns;
+  std::string final_answer;
+  bool answered = false;
+  Verdict verdict;
+  std::string stop_reason;           // "answer", "format_error", "max_turns", "max_tokens"
+};
+
+// Runs one episode of `task` in `workspace` (prepared here with the task's
+// files). Errors only for failures of the machinery (engine, workspace); a
+// badly formatted turn ends the episode with verdict.success false.
+Result<Episode> RunEpisode(const engine::Model& model, const engine::Tokenizer& tokenizer,
+                           const Scaffold& scaffold, const Task& task, Workspace& workspace,
+                           const EpisodeOptions& options);
+
+}  // namespace flashroll
