@@ -47,7 +47,9 @@ def read_demos(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
-            yield json.loads(line)
+            demo = json.loads(line)
+            if demo.get("success", True):  # only verified trajectories teach the model
+                yield demo
 
 
 def render(messages):

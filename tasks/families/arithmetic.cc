@@ -14,6 +14,8 @@ struct Expr {
   long long value;
 };
 
+constexpr long long kMaxMagnitude = 1'000'000'000'000'000LL;
+
 long long FloorDiv(long long a, long long b) {
   long long q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
@@ -33,7 +35,12 @@ Expr Build(TaskRng& rng, int ops, long long max_operand) {
         e = {e.text + " - " + std::to_string(operand), e.value - operand};
         break;
       case 2:
-        e = {"(" + e.text + ") * " + std::to_string(operand), e.value * operand};
+        // Keeps every intermediate far inside int64 so the C++ value equals Python's.
+        if (e.value > kMaxMagnitude / operand || e.value < -kMaxMagnitude / operand) {
+          e = {e.text + " - " + std::to_string(operand), e.value - operand};
+        } else {
+          e = {"(" + e.text + ") * " + std::to_string(operand), e.value * operand};
+        }
         break;
       case 3:
         e = {"(" + e.text + ") // " + std::to_string(operand), FloorDiv(e.value, operand)};

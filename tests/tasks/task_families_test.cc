@@ -47,6 +47,17 @@ TEST(TaskFamiliesTest, ReferenceSolutionsSolveEveryDifficulty) {
   }
 }
 
+// Regression: a product once overflowed int64 in the generator, so the
+// expected answer disagreed with Python's exact integers.
+TEST(TaskFamiliesTest, ArithmeticAnswersStayWithinExactRange) {
+  const TaskFamily* family = FindTaskFamily("arithmetic");
+  for (uint64_t seed = 1; seed <= 20000; ++seed) {
+    Task task = family->Generate(seed, 1 + static_cast<int>(seed % 5));
+    const long long answer = std::stoll(task.answer);
+    ASSERT_LT(answer < 0 ? -answer : answer, 2'000'000'000'000'000LL) << task.id << ": " << task.prompt;
+  }
+}
+
 TEST(TaskFamiliesTest, LookupChainNeedsTwoOrMoreCalls) {
   const TaskFamily* family = FindTaskFamily("lookup_chain");
   ASSERT_NE(family, nullptr);
