@@ -20,6 +20,7 @@
 #include "common/json.h"
 #include "engine/models/generate.h"
 #include "engine/models/model.h"
+#include "engine/models/model_tokenizer.h"
 #include "engine/tokenizer/streaming_decoder.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -133,17 +134,6 @@ int RunLogits(const std::vector<std::string>& args) {
   return 0;
 }
 
-// The tokenizer that ships with the model: tokenizer.json (+ tokenizer_config.json) in a
-// Hugging Face directory, or the tokenizer.ggml.* metadata of a GGUF file.
-Result<std::unique_ptr<engine::Tokenizer>> LoadTokenizer(const Model& model) {
-  if (const engine::GgufFile* gguf = model.files().gguf()) return engine::Tokenizer::FromGguf(*gguf);
-  const std::string dir = model.files().path();
-  const std::string config = dir + "/tokenizer_config.json";
-  FILE* f = std::fopen(config.c_str(), "r");
-  if (f) std::fclose(f);
-  return engine::Tokenizer::FromHuggingFace(dir + "/tokenizer.json", f ? config : "");
-}
-
 int RunGenerate(const std::vector<std::string>& args) {
   std::string model_path, tokens_text, prompt;
   int64_t max_tokens = 64, seed = 0;
@@ -198,7 +188,7 @@ int RunGenerate(const std::vector<std::string>& args) {
     return 0;
   }
 
-  Result<std::unique_ptr<engine::Tokenizer>> tokenizer = LoadTokenizer(**model);
+  Result<std::unique_ptr<engine::Tokenizer>> tokenizer = engine::LoadModelTokenizer(**model);
   if (!tokenizer.ok()) return ReportFailure(tokenizer.status());
   const engine::Tokenizer& tok = **tokenizer;
   if (tok.add_bos() && tok.bos_id() >= 0) input.push_back(tok.bos_id());
