@@ -11,7 +11,9 @@
 #include "common/flags.h"
 #include "common/progress.h"
 #include "common/thread_pool.h"
+#include "engine/models/model_tokenizer.h"
 #include "rollout/demonstrations.h"
+#include "rollout/evaluation.h"
 #include "tasks/rng.h"
 
 namespace flashroll {
@@ -117,10 +119,92 @@ int RunDemos(const std::vector<std::string>& args) {
   return 0;
 }
 
+int RunEval(const std::vector<std::string>& args) {
+  std::string model_path, families_arg, scaffolds_arg, efforts_arg = "1,50,100", image = "host";
+  int64_t per_cell = 4, seed = 1000, threads = 2, max_turns = 8;
+  double temperature = 0.7;
+  bool json = false;
+  FlagParser flags("flashroll eval --model PATH [flags]",
+                   "Runs the model as an agent on fresh task instances in every scaffold and at every "
+                   "effort, each episode in its own sandbox, and reports tool-call format validity, "
+                   "task success and reasoning length.");
+  flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
+  flags.String("--families", &families_arg, "comma-separated task families (default: all)");
+  flags.String("--scaffolds", &scaffolds_arg, "comma-separated scaffolds (default: all)");
+  flags.String("--efforts", &efforts_arg, "comma-separated reasoning efforts b (default 1,50,100)");
+  flags.Int("--episodes", &per_cell, "episodes per (scaffold, effort) (default 4)");
+  flags.Double("--temperature", &temperature, "sampling temperature (default 0.7)");
+  flags.Int("--seed", &seed, "seed of the task instances and sampling (default 1000)");
+  flags.Int("--max-turns", &max_turns, "assistant turns per episode at most (default 8)");
+  flags.Int("--threads", &threads, "episodes run at once (default 2)");
+  flags.String("--image", &image, "sandbox image: host, busybox or a directory (default host)");
+  flags.Bool("--json", &json, "print the report as JSON");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  if (model_path.empty()) return ReportFailure(Status::InvalidArgument("--model: required"));
+  if (per_cell < 1 || threads < 1 || max_turns < 1) {
+    return ReportFailure(Status::InvalidArgument("--episodes, --threads and --max-turns must be at least 1"));
+  }
+
+  EvalOptions options;
+  for (const std::string& name : SplitCommas(families_arg)) {
+    const TaskFamily* family = FindTaskFamily(name);
+    if (family == nullptr) return ReportFailure(Status::InvalidArgument("--families: unknown family '" + name + "'"));
+    options.families.push_back(family);
+  }
+  if (options.families.empty()) options.families = TaskFamilies();
+  for (const std::string& name : SplitCommas(scaffolds_arg)) {
+    const Scaffold* scaffold = FindScaffold(name);
+    if (scaffold == nullptr) return ReportFailure(Status::InvalidArgument("--scaffolds: unknown scaffold '" + name + "'"));
+    options.scaffolds.push_back(scaffold);
+  }
+  if (options.scaffolds.empty()) options.scaffolds = Scaffolds();
+  options.efforts.clear();
+  for (const std::string& text : SplitCommas(efforts_arg)) {
+    char* end = nullptr;
+    const long effort = std::strtol(text.c_str(), &end, 10);
+    if (end != text.c_str() + text.size() || effort < 1 || effort > 100) {
+      return ReportFailure(Status::InvalidArgument("--efforts: '" + text + "' is not an integer in [1, 100]"));
+    }
+    options.efforts.push_back(static_cast<int>(effort));
+  }
+  if (options.efforts.empty()) return ReportFailure(Status::InvalidArgument("--efforts: empty"));
+  options.episodes_per_cell = static_cast<int>(per_cell);
+  options.temperature = temperature;
+  options.seed = static_cast<uint64_t>(seed);
+  options.threads = static_cast<int>(threads);
+  options.max_turns = static_cast<int>(max_turns);
+  if (Status s = sandbox::ParseImage(image, &options.sandbox); !s.ok()) return ReportFailure(s.Wrap("--image"));
+  options.sandbox.memory_bytes = uint64_t{512} << 20;
+  options.sandbox.pids = 128;
+
+  auto model = engine::Model::Load(model_path);
+  if (!model.ok()) return ReportFailure(model.status());
+  auto tokenizer = engine::LoadModelTokenizer(**model);
+  if (!tokenizer.ok()) return ReportFailure(tokenizer.status());
+  auto manager = sandbox::Manager::Open();
+  if (!manager.ok()) return ReportFailure(manager.status().Wrap("eval needs sandboxes"));
+
+  ProgressOptions progress_options;
+  progress_options.unit = "episodes";
+  Progress progress("eval", options.scaffolds.size() * options.efforts.size() * static_cast<size_t>(per_cell),
+                    progress_options);
+  auto report = Evaluate(**model, **tokenizer, **manager, options, &progress);
+  progress.Finish();
+  if (!report.ok()) return ReportFailure(report.status());
+  if (json) {
+    std::printf("%s\n", report->ToJson().dump(2).c_str());
+  } else {
+    std::fputs(report->ToText().c_str(), stdout);
+    for (const std::string& failure : report->failures) std::printf("  failed: %s\n", failure.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void RegisterRolloutCommands(Registry& registry) {
   registry.AddCommand({"rollout demos", "synthesise demonstration trajectories (JSONL) from task families", RunDemos});
+  registry.AddCommand({"eval", "evaluate a model as an agent across scaffolds and efforts, in sandboxes", RunEval});
 }
 
 }  // namespace flashroll

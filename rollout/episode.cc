@@ -73,6 +73,7 @@ Result<Episode> RunEpisode(const engine::Model& model, const engine::Tokenizer& 
     auto parsed = scaffold.Parse(turn.text);
     if (!parsed.ok()) {
       turn.format_error = parsed.status().message();
+      episode.verdict.reason = turn.format_error;
       episode.turns.push_back(std::move(turn));
       episode.stop_reason = "format_error";
       break;
@@ -96,7 +97,8 @@ Result<Episode> RunEpisode(const engine::Model& model, const engine::Tokenizer& 
   }
   episode.verdict = episode.answered || !task.answer_file.empty()
                         ? VerifyTask(task, episode.final_answer, workspace)
-                        : Verdict{false, "no answer (" + episode.stop_reason + ")"};
+                        : Verdict{false, "no answer (" + episode.stop_reason + ")" +
+                                             (episode.verdict.reason.empty() ? "" : ": " + episode.verdict.reason)};
   if (!episode.answered && episode.verdict.success) {
     // A file task whose file is right still needs the agent to finish.
     episode.verdict = {false, "the file is right but the agent did not answer (" + episode.stop_reason + ")"};

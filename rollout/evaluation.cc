@@ -1,0 +1,115 @@
+#include "rollout/evaluation.h"
+
+#include <cstdio>
+#include <mutex>
+
+#include "common/thread_pool.h"
+#include "rollout/sandbox_workspace.h"
+#include "tasks/rng.h"
+
+namespace flashroll {
+namespace {
+
+void Add(EvalCounts& counts, const Episode& episode) {
+  counts.episodes += 1;
+  counts.successes += episode.verdict.success ? 1 : 0;
+  for (const EpisodeTurn& turn : episode.turns) {
+    counts.turns += 1;
+    counts.valid_turns += turn.format_valid ? 1 : 0;
+    counts.reasoning_tokens += turn.reasoning_tokens;
+  }
+}
+
+nlohmann::json CountsJson(const EvalCounts& c) {
+  return {{"episodes", c.episodes},
+          {"success_rate", c.episodes ? static_cast<double>(c.successes) / c.episodes : 0.0},
+          {"format_valid_rate", c.turns ? static_cast<double>(c.valid_turns) / c.turns : 0.0},
+          {"turns", c.turns},
+          {"mean_reasoning_tokens", c.episodes ? static_cast<double>(c.reasoning_tokens) / c.episodes : 0.0}};
+}
+
+std::string CountsLine(const std::string& name, const EvalCounts& c) {
+  char line[200];
+  std::snprintf(line, sizeof(line), "  %-14s episodes %4d  success %5.1f%%  format-valid turns %5.1f%%  reasoning tokens/episode %6.1f\n",
+                name.c_str(), c.episodes, c.episodes ? 100.0 * c.successes / c.episodes : 0.0,
+                c.turns ? 100.0 * c.valid_turns / c.turns : 0.0,
+                c.episodes ? static_cast<double>(c.reasoning_tokens) / c.episodes : 0.0);
+  return line;
+}
+
+}  // namespace
+
+nlohmann::json EvalReport::ToJson() const {
+  nlohmann::json out = {{"total", CountsJson(total)}};
+  for (const auto& [name, c] : by_scaffold) out["by_scaffold"][name] = CountsJson(c);
+  for (const auto& [name, c] : by_family) out["by_family"][name] = CountsJson(c);
+  for (const auto& [effort, c] : by_effort) out["by_effort"][std::to_string(effort)] = CountsJson(c);
+  return out;
+}
+
+std::string EvalReport::ToText() const {
+  std::string text = "by scaffold:\n";
+  for (const auto& [name, c] : by_scaffold) text += CountsLine(name, c);
+  text += "by family:\n";
+  for (const auto& [name, c] : by_family) text += CountsLine(name, c);
+  text += "by effort:\n";
+  for (const auto& [effort, c] : by_effort) text += CountsLine("b=" + std::to_string(effort), c);
+  text += CountsLine("total", total);
+  return text;
+}
+
+Result<EvalReport> Evaluate(const engine::Model& model, const engine::Tokenizer& tokenizer,
+                            sandbox::Manager& manager, const EvalOptions& options, Progress* progress) {
+  struct Cell {
+    const Scaffold* scaffold;
+    int effort;
+    size_t index;
+  };
+  std::vector<Cell> cells;
+  for (const Scaffold* scaffold : options.scaffolds) {
+    for (int effort : options.efforts) {
+      for (int i = 0; i < options.episodes_per_cell; ++i) cells.push_back({scaffold, effort, cells.size()});
+    }
+  }
+  EvalReport report;
+  std::mutex mu;
+  Status first_error;
+  ThreadPool pool(static_cast<size_t>(std::max(1, options.threads)));
+  pool.ParallelFor(cells.size(), [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const Cell& cell = cells[i];
+      const uint64_t item_seed = options.seed * 1'000'003ull + cell.index;
+      TaskRng rng(item_seed);
+      const TaskFamily& family = *options.families[cell.index % options.families.size()];
+      const Task task = family.Generate(item_seed, static_cast<int>(rng.Int(1, 5)));
+      EpisodeOptions episode_options;
+      episode_options.effort = cell.effort;
+      episode_options.temperature = options.temperature;
+      episode_options.seed = item_seed;
+      episode_options.max_turns = options.max_turns;
+      Result<Episode> episode = Status::Internal("not run");
+      {
+        auto workspace = SandboxWorkspace::Create(manager, options.sandbox);
+        episode = workspace.ok() ? RunEpisode(model, tokenizer, *cell.scaffold, task, **workspace, episode_options)
+                                 : Result<Episode>(workspace.status());
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (progress) progress->Advance();
+      if (!episode.ok()) {
+        if (first_error.ok()) first_error = episode.status().Wrap(task.id);
+        continue;
+      }
+      Add(report.by_scaffold[cell.scaffold->name()], *episode);
+      Add(report.by_family[family.name()], *episode);
+      Add(report.by_effort[cell.effort], *episode);
+      Add(report.total, *episode);
+      if (!episode->verdict.success && report.failures.size() < 12) {
+        report.failures.push_back(task.id + " [" + cell.scaffold->name() + "]: " + episode->verdict.reason);
+      }
+    }
+  });
+  if (!first_error.ok()) return first_error;
+  return report;
+}
+
+}  // namespace flashroll

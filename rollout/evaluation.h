@@ -1,0 +1,59 @@
+// Evaluation: runs a model as an agent on fresh task instances across
+// scaffolds and reasoning efforts, each episode in its own sandbox, and
+// reports tool-call format validity, task success and reasoning length.
+//
+// Thread safety: Evaluate runs episodes on `threads` worker threads; the
+// Model, Tokenizer and Manager are shared (all three allow it).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/progress.h"
+#include "engine/models/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "rollout/episode.h"
+#include "rollout/scaffold.h"
+#include "sandbox/sandbox.h"
+#include "tasks/task.h"
+
+namespace flashroll {
+
+struct EvalOptions {
+  std::vector<const TaskFamily*> families;
+  std::vector<const Scaffold*> scaffolds;
+  std::vector<int> efforts = {1, 50, 100};
+  int episodes_per_cell = 4;  // per (scaffold, effort)
+  double temperature = 0.7;
+  uint64_t seed = 1000;
+  int max_turns = 8;
+  int threads = 2;
+  sandbox::SandboxSpec sandbox;
+};
+
+struct EvalCounts {
+  int episodes = 0;
+  int successes = 0;
+  int turns = 0;
+  int valid_turns = 0;
+  int64_t reasoning_tokens = 0;  // over all valid turns of all episodes
+};
+
+struct EvalReport {
+  std::map<std::string, EvalCounts> by_scaffold;
+  std::map<std::string, EvalCounts> by_family;
+  std::map<int, EvalCounts> by_effort;
+  EvalCounts total;
+  std::vector<std::string> failures;  // why a few episodes failed, for a human to read
+
+  nlohmann::json ToJson() const;
+  std::string ToText() const;
+};
+
+Result<EvalReport> Evaluate(const engine::Model& model, const engine::Tokenizer& tokenizer,
+                            sandbox::Manager& manager, const EvalOptions& options, Progress* progress);
+
+}  // namespace flashroll

@@ -1,0 +1,44 @@
+// The shipped default model, run as an agent in real sandboxes on fresh tasks
+// at temperature 0.7 with a fixed seed, writes well-formed tool calls.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "engine/models/model_tokenizer.h"
+#include "rollout/evaluation.h"
+
+namespace flashroll {
+namespace {
+
+TEST(DefaultModelTest, ToolCallFormatIsValidInEveryScaffold) {
+  if (::geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
+  auto manager = sandbox::Manager::Open();
+  if (!manager.ok()) GTEST_SKIP() << manager.status().ToString();
+  auto model = engine::Model::Load("models/default");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto tokenizer = engine::LoadModelTokenizer(**model);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+
+  EvalOptions options;
+  options.families = TaskFamilies();
+  options.scaffolds = Scaffolds();
+  options.efforts = {50};
+  options.episodes_per_cell = 4;
+  options.temperature = 0.7;
+  options.seed = 77;
+  options.sandbox.memory_bytes = uint64_t{512} << 20;
+  options.sandbox.pids = 128;
+  auto report = Evaluate(**model, **tokenizer, **manager, options, nullptr);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  for (const Scaffold* scaffold : Scaffolds()) {
+    const EvalCounts& counts = report->by_scaffold[scaffold->name()];
+    ASSERT_EQ(counts.episodes, 4) << scaffold->name();
+    EXPECT_GE(counts.valid_turns, counts.turns * 95 / 100) << scaffold->name() << "\n" << report->ToText();
+  }
+  // At least one episode in the sample solves its task: the model is not
+  // just producing well-formed noise.
+  EXPECT_GT(report->total.successes, 0) << report->ToText();
+}
+
+}  // namespace
+}  // namespace flashroll
