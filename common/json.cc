@@ -95,6 +95,13 @@ Result<Json> ParseJson(std::string_view text, std::string_view what) {
     return Status::InvalidArgument(std::string(what) + ": parse error at byte " +
                                    std::to_string(offset) + " (line " + std::to_string(line) +
                                    ", column " + std::to_string(column) + "): " + reason);
+  } catch (const Json::exception& e) {
+    // A number too large for a double ("1e400") is out_of_range.406, not a
+    // parse_error. Drop the "[json.exception.out_of_range.406] " prefix.
+    std::string reason = e.what();
+    size_t close = reason.find("] ");
+    if (close != std::string::npos) reason = reason.substr(close + 2);
+    return Status::InvalidArgument(std::string(what) + ": " + reason);
   }
 }
 

@@ -2,11 +2,7 @@
 // loader and encoder when the bytes parse. Any crash, sanitizer report or
 // leak is a bug; errors are expected.
 //
-// Build (not part of the CMake build):
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//     fuzz/gguf_fuzz.cc engine/format/mapped_file.cc engine/format/gguf.cc \
-//     engine/tokenizer/*.cc common/status.cc common/json.cc common/log.cc -o gguf_fuzz
-//   ./gguf_fuzz -max_len=65536 tests/data/tokenizer-vectors/   # corpus: real GGUF files
+// Built by fuzz/CMakeLists.txt; run through scripts/run-fuzzers.sh.
 #include <sys/mman.h>
 #include <unistd.h>
 

@@ -2,11 +2,7 @@
 // text, then encoding and decoding with whatever loads. Any crash or
 // sanitizer report is a bug; errors are expected.
 //
-// Build (not part of the CMake build):
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//     fuzz/tokenizer_json_fuzz.cc engine/tokenizer/*.cc engine/format/mapped_file.cc \
-//     engine/format/gguf.cc common/status.cc common/json.cc common/log.cc -o tokenizer_json_fuzz
-//   ./tokenizer_json_fuzz -max_len=65536 tests/data/tokenizer-vectors/hf/gpt-2/
+// Built by fuzz/CMakeLists.txt; run through scripts/run-fuzzers.sh.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

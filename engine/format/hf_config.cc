@@ -220,6 +220,13 @@ Status ValidateModelConfig(const ModelConfig& c, const std::string& what) {
     return bad("vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
                "num_key_value_heads and head_dim must all be positive");
   }
+  // Far above any real model; a lying config must not make validation or the
+  // loader loop for hours (found by fuzz/hf_config_fuzz.cc).
+  constexpr int64_t kMaxLayers = 1 << 16;
+  if (c.num_layers > kMaxLayers) {
+    return bad("num_hidden_layers " + std::to_string(c.num_layers) + " is larger than " +
+               std::to_string(kMaxLayers));
+  }
   if (c.num_heads % c.num_kv_heads != 0) {
     return bad("num_attention_heads " + std::to_string(c.num_heads) +
                " is not a multiple of num_key_value_heads " + std::to_string(c.num_kv_heads));

@@ -177,5 +177,14 @@ TEST(JsonFile, ErrorsNameThePath) {
   EXPECT_EQ(s.code(), Code::kNotFound);
 }
 
+// Regression (found by fuzz/hf_config_fuzz.cc): a number too large for a
+// double threw out_of_range, which escaped ParseJson and killed the process.
+TEST(JsonRegressionTest, NumberOverflowIsAnError) {
+  auto parsed = ParseJson("[1e400]", "config.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("config.json"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace flashroll

@@ -141,6 +141,22 @@ TEST(HfConfigTest, ValidationNamesTheField) {
   EXPECT_NE(st.message().find("num_key_value_heads 3"), std::string::npos) << st.message();
 }
 
+// Regression (found by fuzz/hf_config_fuzz.cc): a huge layer count made
+// validation loop for hours.
+TEST(HfConfigTest, AbsurdLayerCountIsRejectedAtOnce) {
+  Result<ModelConfig> c = ParseHfConfig(
+      Parse(R"({"model_type": "qwen3_moe", "vocab_size": 300, "hidden_size": 64,
+                "num_hidden_layers": 2000000000000000000, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
+                "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32})"),
+      "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Status st = ValidateModelConfig(*c, "config.json");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("num_hidden_layers 2000000000000000000 is larger than"), std::string::npos)
+      << st.message();
+}
+
 TEST(HfConfigTest, GenerationConfigOverridesEos) {
   Result<ModelConfig> c = ParseHfConfig(
       Parse(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
