@@ -82,7 +82,7 @@ int RunDemos(const std::vector<std::string>& args) {
       TaskRng rng(item_seed);
       const TaskFamily& family = *families[i % families.size()];
       const Scaffold& scaffold = *scaffolds[(i / families.size()) % scaffolds.size()];
-      const int difficulty = static_cast<int>(rng.Int(1, 5));
+      const int difficulty = static_cast<int>(rng.Int(1, kDemonstrationMaxDifficulty));
       const int effort = static_cast<int>(rng.Int(min_effort, max_effort));
       auto demo = SynthesizeDemonstration(family, family.Generate(item_seed, difficulty), scaffold, effort, item_seed);
       if (!demo.ok()) {
@@ -121,7 +121,8 @@ int RunDemos(const std::vector<std::string>& args) {
 
 int RunEval(const std::vector<std::string>& args) {
   std::string model_path, families_arg, scaffolds_arg, efforts_arg = "1,50,100", image = "host";
-  int64_t per_cell = 4, seed = 1000, threads = 2, max_turns = 8;
+  int64_t per_cell = 4, seed = 1000, threads = 2, max_turns = 8, min_difficulty = 1,
+          max_difficulty = kMaxDifficulty;
   double temperature = 0.7;
   bool json = false;
   FlagParser flags("flashroll eval --model PATH [flags]",
@@ -136,6 +137,8 @@ int RunEval(const std::vector<std::string>& args) {
   flags.Double("--temperature", &temperature, "sampling temperature (default 0.7)");
   flags.Int("--seed", &seed, "seed of the task instances and sampling (default 1000)");
   flags.Int("--max-turns", &max_turns, "assistant turns per episode at most (default 8)");
+  flags.Int("--min-difficulty", &min_difficulty, "lowest task difficulty (default 1)");
+  flags.Int("--max-difficulty", &max_difficulty, "highest task difficulty (default 10)");
   flags.Int("--threads", &threads, "episodes run at once (default 2)");
   flags.String("--image", &image, "sandbox image: host, busybox or a directory (default host)");
   flags.Bool("--json", &json, "print the report as JSON");
@@ -168,6 +171,12 @@ int RunEval(const std::vector<std::string>& args) {
     options.efforts.push_back(static_cast<int>(effort));
   }
   if (options.efforts.empty()) return ReportFailure(Status::InvalidArgument("--efforts: empty"));
+  if (min_difficulty < 1 || max_difficulty > kMaxDifficulty || min_difficulty > max_difficulty) {
+    return ReportFailure(Status::InvalidArgument("--min-difficulty/--max-difficulty: need 1 <= min <= max <= " +
+                                                 std::to_string(kMaxDifficulty)));
+  }
+  options.min_difficulty = static_cast<int>(min_difficulty);
+  options.max_difficulty = static_cast<int>(max_difficulty);
   options.episodes_per_cell = static_cast<int>(per_cell);
   options.temperature = temperature;
   options.seed = static_cast<uint64_t>(seed);

@@ -44,6 +44,7 @@ nlohmann::json EvalReport::ToJson() const {
   for (const auto& [name, c] : by_scaffold) out["by_scaffold"][name] = CountsJson(c);
   for (const auto& [name, c] : by_family) out["by_family"][name] = CountsJson(c);
   for (const auto& [effort, c] : by_effort) out["by_effort"][std::to_string(effort)] = CountsJson(c);
+  for (const auto& [d, c] : by_difficulty) out["by_difficulty"][std::to_string(d)] = CountsJson(c);
   return out;
 }
 
@@ -54,6 +55,8 @@ std::string EvalReport::ToText() const {
   for (const auto& [name, c] : by_family) text += CountsLine(name, c);
   text += "by effort:\n";
   for (const auto& [effort, c] : by_effort) text += CountsLine("b=" + std::to_string(effort), c);
+  text += "by difficulty:\n";
+  for (const auto& [d, c] : by_difficulty) text += CountsLine("d=" + std::to_string(d), c);
   text += CountsLine("total", total);
   return text;
 }
@@ -81,7 +84,7 @@ Result<EvalReport> Evaluate(const engine::Model& model, const engine::Tokenizer&
       const uint64_t item_seed = options.seed * 1'000'003ull + cell.index;
       TaskRng rng(item_seed);
       const TaskFamily& family = *options.families[cell.index % options.families.size()];
-      const Task task = family.Generate(item_seed, static_cast<int>(rng.Int(1, 5)));
+      const Task task = family.Generate(item_seed, static_cast<int>(rng.Int(options.min_difficulty, options.max_difficulty)));
       EpisodeOptions episode_options;
       episode_options.effort = cell.effort;
       episode_options.temperature = options.temperature;
@@ -102,6 +105,7 @@ Result<EvalReport> Evaluate(const engine::Model& model, const engine::Tokenizer&
       Add(report.by_scaffold[cell.scaffold->name()], *episode);
       Add(report.by_family[family.name()], *episode);
       Add(report.by_effort[cell.effort], *episode);
+      Add(report.by_difficulty[task.difficulty], *episode);
       Add(report.total, *episode);
       if (!episode->verdict.success && report.failures.size() < 12) {
         report.failures.push_back(task.id + " [" + cell.scaffold->name() + "]: " + episode->verdict.reason);

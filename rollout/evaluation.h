@@ -27,6 +27,8 @@ struct EvalOptions {
   std::vector<const Scaffold*> scaffolds;
   std::vector<int> efforts = {1, 50, 100};
   int episodes_per_cell = 4;  // per (scaffold, effort)
+  int min_difficulty = 1;     // task difficulties are drawn uniformly from this range
+  int max_difficulty = kMaxDifficulty;
   double temperature = 0.7;
   uint64_t seed = 1000;
   int max_turns = 8;
@@ -46,6 +48,7 @@ struct EvalReport {
   std::map<std::string, EvalCounts> by_scaffold;
   std::map<std::string, EvalCounts> by_family;
   std::map<int, EvalCounts> by_effort;
+  std::map<int, EvalCounts> by_difficulty;
   EvalCounts total;
   std::vector<std::string> failures;  // why a few episodes failed, for a human to read
 

@@ -20,6 +20,12 @@
 
 namespace flashroll {
 
+// Difficulties 1-5 are the range the default models saw in demonstrations;
+// 6-10 grow the same tasks further (longer expressions, longer chains), where
+// a trained model starts to fail and RL finds signal in both directions.
+constexpr int kMaxDifficulty = 10;
+constexpr int kDemonstrationMaxDifficulty = 5;
+
 struct TaskFile {
   std::string path;  // relative to the working directory
   std::string contents;
@@ -28,7 +34,7 @@ struct TaskFile {
 struct Task {
   std::string family;
   std::string id;           // "<family>-<seed>", names this instance everywhere
-  int difficulty = 1;       // 1 (easiest) .. 5
+  int difficulty = 1;       // 1 (easiest) .. kMaxDifficulty
   std::string prompt;       // the user's message
   std::vector<TaskFile> files;
   std::string answer;       // the expected final answer or file contents

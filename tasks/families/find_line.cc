@@ -27,6 +27,15 @@ class FindLineFamily : public TaskFamily {
     const std::string target = rng.Pick(words);
     const int lines = static_cast<int>(rng.Int(4, 8 * difficulty + 6));
     const int target_line = static_cast<int>(rng.Int(1, lines));
+    // Beyond the demonstrated range the word is on several lines and the task
+    // asks how many: the demonstrated "grep -n" answer is then wrong.
+    const bool count_task = difficulty > kDemonstrationMaxDifficulty;
+    std::vector<bool> has_target(static_cast<size_t>(lines) + 1, false);
+    has_target[static_cast<size_t>(target_line)] = true;
+    if (count_task) {
+      const int extra = static_cast<int>(rng.Int(1, difficulty - kDemonstrationMaxDifficulty + 1));
+      for (int k = 0; k < extra; ++k) has_target[static_cast<size_t>(rng.Int(1, lines))] = true;
+    }
     std::string contents;
     for (int i = 1; i <= lines; ++i) {
       const int n = static_cast<int>(rng.Int(3, 6));
@@ -36,7 +45,7 @@ class FindLineFamily : public TaskFamily {
         while (word == target) word = rng.Pick(words);
         line += (w ? " " : "") + word;
       }
-      if (i == target_line) line += " " + target;
+      if (has_target[static_cast<size_t>(i)]) line += " " + target;
       contents += line + "\n";
     }
     const std::string file = rng.Pick<std::string>({"notes.txt", "log.txt", "words.txt"});
@@ -44,10 +53,18 @@ class FindLineFamily : public TaskFamily {
     task.family = name();
     task.id = TaskId(name(), seed, difficulty);
     task.difficulty = difficulty;
-    task.prompt = "Which line of " + file + " contains the word '" + target +
-                  "'? Give the line number (counting from 1) as your final answer.";
     task.files = {{file, contents}};
-    task.answer = std::to_string(target_line);
+    if (count_task) {
+      int matches = 0;
+      for (bool b : has_target) matches += b ? 1 : 0;
+      task.prompt = "How many lines of " + file + " contain the word '" + target +
+                    "'? Give the count as your final answer.";
+      task.answer = std::to_string(matches);
+    } else {
+      task.prompt = "Which line of " + file + " contains the word '" + target +
+                    "'? Give the line number (counting from 1) as your final answer.";
+      task.answer = std::to_string(target_line);
+    }
     return task;
   }
 
@@ -56,13 +73,18 @@ class FindLineFamily : public TaskFamily {
     const std::string& file = task.files.front().path;
     const size_t open = task.prompt.find('\'');
     const std::string word = task.prompt.substr(open + 1, task.prompt.find('\'', open + 1) - open - 1);
+    if (IsCountTask(task)) return {"grep -c counts the lines that match.", "grep -c -w '" + word + "' " + file};
     return {"grep -n prints matching lines with their numbers.", "grep -n -w '" + word + "' " + file};
   }
 
-  std::string FinalAnswer(const Task&, const std::vector<std::string>& outputs) const override {
+  std::string FinalAnswer(const Task& task, const std::vector<std::string>& outputs) const override {
     if (outputs.empty()) return "";
+    if (IsCountTask(task)) return outputs.back();
     return outputs.back().substr(0, outputs.back().find(':'));
   }
+
+ private:
+  static bool IsCountTask(const Task& task) { return task.prompt.rfind("How many lines", 0) == 0; }
 };
 
 }  // namespace

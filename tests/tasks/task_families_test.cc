@@ -33,8 +33,8 @@ TEST(TaskFamiliesTest, GenerationIsDeterministicAndVaried) {
 // generator, the solution and the verifier together.
 TEST(TaskFamiliesTest, ReferenceSolutionsSolveEveryDifficulty) {
   for (const TaskFamily* family : TaskFamilies()) {
-    for (int difficulty = 1; difficulty <= 5; ++difficulty) {
-      for (uint64_t seed = 1; seed <= 4; ++seed) {
+    for (int difficulty = 1; difficulty <= kMaxDifficulty; ++difficulty) {
+      for (uint64_t seed = 1; seed <= 3; ++seed) {
         Task task = family->Generate(seed, difficulty);
         auto workspace = LocalWorkspace::Create();
         ASSERT_TRUE(workspace.ok()) << workspace.status().ToString();
