@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/strings.h"
 
 namespace flashroll {
 namespace {
@@ -32,14 +33,6 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-std::string_view TrimWhitespace(std::string_view s) {
-  auto space = [](char c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
-  };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 std::multimap<std::string, std::string> LowerCaseHeaders(const httplib::Headers& headers) {
   std::multimap<std::string, std::string> out;

@@ -6,10 +6,10 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 
 #include "common/flags.h"
 #include "common/progress.h"
+#include "common/strings.h"
 #include "common/thread_pool.h"
 #include "engine/models/model_tokenizer.h"
 #include "rollout/demonstrations.h"
@@ -18,16 +18,6 @@
 
 namespace flashroll {
 namespace {
-
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 int RunDemos(const std::vector<std::string>& args) {
   int64_t count = 100, seed = 1, threads = 2, min_effort = 1, max_effort = 100;
@@ -54,14 +44,14 @@ int RunDemos(const std::vector<std::string>& args) {
   }
 
   std::vector<const TaskFamily*> families;
-  for (const std::string& name : families_arg.empty() ? std::vector<std::string>{} : SplitCommas(families_arg)) {
+  for (const std::string& name : SplitNonEmpty(families_arg, ',')) {
     const TaskFamily* family = FindTaskFamily(name);
     if (family == nullptr) return ReportFailure(Status::InvalidArgument("--families: unknown family '" + name + "'"));
     families.push_back(family);
   }
   if (families.empty()) families = TaskFamilies();
   std::vector<const Scaffold*> scaffolds;
-  for (const std::string& name : scaffolds_arg.empty() ? std::vector<std::string>{} : SplitCommas(scaffolds_arg)) {
+  for (const std::string& name : SplitNonEmpty(scaffolds_arg, ',')) {
     const Scaffold* scaffold = FindScaffold(name);
     if (scaffold == nullptr) return ReportFailure(Status::InvalidArgument("--scaffolds: unknown scaffold '" + name + "'"));
     scaffolds.push_back(scaffold);
@@ -149,20 +139,20 @@ int RunEval(const std::vector<std::string>& args) {
   }
 
   EvalOptions options;
-  for (const std::string& name : SplitCommas(families_arg)) {
+  for (const std::string& name : SplitNonEmpty(families_arg, ',')) {
     const TaskFamily* family = FindTaskFamily(name);
     if (family == nullptr) return ReportFailure(Status::InvalidArgument("--families: unknown family '" + name + "'"));
     options.families.push_back(family);
   }
   if (options.families.empty()) options.families = TaskFamilies();
-  for (const std::string& name : SplitCommas(scaffolds_arg)) {
+  for (const std::string& name : SplitNonEmpty(scaffolds_arg, ',')) {
     const Scaffold* scaffold = FindScaffold(name);
     if (scaffold == nullptr) return ReportFailure(Status::InvalidArgument("--scaffolds: unknown scaffold '" + name + "'"));
     options.scaffolds.push_back(scaffold);
   }
   if (options.scaffolds.empty()) options.scaffolds = Scaffolds();
   options.efforts.clear();
-  for (const std::string& text : SplitCommas(efforts_arg)) {
+  for (const std::string& text : SplitNonEmpty(efforts_arg, ',')) {
     char* end = nullptr;
     const long effort = std::strtol(text.c_str(), &end, 10);
     if (end != text.c_str() + text.size() || effort < 1 || effort > 100) {

@@ -2,18 +2,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
+
 namespace flashroll {
 namespace {
 
 // Tool output beyond this is cut: long outputs cost context and teach nothing.
 constexpr size_t kMaxToolResultBytes = 2000;
 
-std::string Trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
+
+std::string Trimmed(const std::string& s) { return std::string(TrimWhitespace(s)); }
 
 Status FormatError(const char* scaffold, size_t offset, const std::string& what) {
   return Status::InvalidArgument(std::string(scaffold) + ": byte " + std::to_string(offset) + ": " + what);
@@ -47,7 +45,7 @@ class BashBlockScaffold : public Scaffold {
   }
   Result<std::string> ReadCall(const std::string& body, size_t offset, bool* found) const override {
     FR_ASSIGN_OR_RETURN(std::string inner, Between(name(), body, offset, "```bash\n", "```", found));
-    return Trim(inner);
+    return Trimmed(inner);
   }
 };
 
@@ -78,7 +76,7 @@ class JsonToolsScaffold : public Scaffold {
         !call["arguments"].contains("command") || !call["arguments"]["command"].is_string()) {
       return FormatError(name(), at, "tool call needs arguments.command as a string");
     }
-    return Trim(call["arguments"]["command"].get<std::string>());
+    return Trimmed(call["arguments"]["command"].get<std::string>());
   }
 };
 
@@ -103,7 +101,7 @@ class XmlToolsScaffold : public Scaffold {
                         Between(name(), invoke, at, "<parameter name=\"command\">", "</parameter>",
                                 &has_parameter));
     if (!has_parameter) return FormatError(name(), at, "invoke has no <parameter name=\"command\">");
-    return Trim(command);
+    return Trimmed(command);
   }
 };
 
@@ -146,7 +144,7 @@ Result<AgentTurn> Scaffold::Parse(const std::string& text) const {
   }
   const size_t close = text.find("</think>", open + 7);
   if (close == std::string::npos) return FormatError(name(), open, "<think> is not closed by </think>");
-  turn.reasoning = Trim(text.substr(open + 7, close - open - 7));
+  turn.reasoning = Trimmed(text.substr(open + 7, close - open - 7));
   const size_t body_offset = close + 8;
   const std::string body = text.substr(body_offset);
 
@@ -154,7 +152,7 @@ Result<AgentTurn> Scaffold::Parse(const std::string& text) const {
   FR_ASSIGN_OR_RETURN(turn.command, ReadCall(body, body_offset, &has_call));
   FR_ASSIGN_OR_RETURN(turn.final_answer,
                       Between(name(), body, body_offset, "<answer>", "</answer>", &turn.has_answer));
-  turn.final_answer = Trim(turn.final_answer);
+  turn.final_answer = Trimmed(turn.final_answer);
   if (has_call && turn.has_answer) {
     return FormatError(name(), body_offset, "a message holds either a tool call or an <answer>, not both");
   }

@@ -4,17 +4,12 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/strings.h"
 #include "tasks/families/families.h"
 
 namespace flashroll {
 namespace {
 
-std::string Trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
 
 bool AsNumber(const std::string& s, double* out) {
   if (s.empty()) return false;
@@ -25,7 +20,7 @@ bool AsNumber(const std::string& s, double* out) {
 }
 
 bool SameAnswer(const std::string& got, const std::string& expected) {
-  const std::string a = Trim(got), b = Trim(expected);
+  const std::string a(TrimWhitespace(got)), b(TrimWhitespace(expected));
   if (a == b) return true;
   double x = 0, y = 0;
   return AsNumber(a, &x) && AsNumber(b, &y) && std::fabs(x - y) <= 1e-9 * std::max(1.0, std::fabs(y));
@@ -41,7 +36,7 @@ Verdict VerifyTask(const Task& task, const std::string& final_answer, Workspace&
     got = *contents;
   }
   if (SameAnswer(got, task.answer)) return {true, ""};
-  std::string shown = Trim(got);
+  std::string shown(TrimWhitespace(got));
   if (shown.size() > 80) shown = shown.substr(0, 80) + "...";
   return {false, "expected '" + task.answer + "', got '" + shown + "'"};
 }
