@@ -31,16 +31,8 @@ SandboxWorkspace::~SandboxWorkspace() {
   if (!destroyed.ok()) log::Error("sandbox destroy failed", {{"id", id_}, {"error", destroyed.message()}});
 }
 
-Status SandboxWorkspace::CheckRelative(const std::string& path) {
-  if (path.empty() || path[0] == '/') return Status::InvalidArgument("path '" + path + "' must be relative");
-  for (const auto& part : std::filesystem::path(path)) {
-    if (part == "..") return Status::InvalidArgument("path '" + path + "' leaves the workspace");
-  }
-  return Status::Ok();
-}
-
 Status SandboxWorkspace::WriteFile(const std::string& path, const std::string& contents) {
-  FR_RETURN_IF_ERROR(CheckRelative(path));
+  FR_RETURN_IF_ERROR(CheckWorkspacePath(path));
   const std::string full = std::string(kWorkDir) + "/" + path;
   const std::string parent = std::filesystem::path(full).parent_path();
   if (parent != kWorkDir) {
@@ -54,7 +46,7 @@ Status SandboxWorkspace::WriteFile(const std::string& path, const std::string& c
 }
 
 Result<std::string> SandboxWorkspace::ReadFile(const std::string& path) {
-  FR_RETURN_IF_ERROR(CheckRelative(path));
+  FR_RETURN_IF_ERROR(CheckWorkspacePath(path));
   return manager_.GetFile(id_, std::string(kWorkDir) + "/" + path);
 }
 

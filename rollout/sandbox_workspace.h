@@ -29,7 +29,6 @@ class SandboxWorkspace : public Workspace {
 
  private:
   SandboxWorkspace(sandbox::Manager& manager, std::string id) : manager_(manager), id_(std::move(id)) {}
-  static Status CheckRelative(const std::string& path);
 
   sandbox::Manager& manager_;
   std::string id_;

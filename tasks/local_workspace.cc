@@ -51,10 +51,7 @@ LocalWorkspace::~LocalWorkspace() {
 }
 
 Result<std::string> LocalWorkspace::Resolve(const std::string& path) const {
-  if (path.empty() || path[0] == '/') return Status::InvalidArgument("path '" + path + "' must be relative");
-  for (const auto& part : std::filesystem::path(path)) {
-    if (part == "..") return Status::InvalidArgument("path '" + path + "' leaves the workspace");
-  }
+  FR_RETURN_IF_ERROR(CheckWorkspacePath(path));
   return dir_ + "/" + path;
 }
 

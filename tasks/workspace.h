@@ -34,6 +34,10 @@ class Workspace {
   virtual Result<ExecResult> Exec(const std::string& command, std::chrono::milliseconds timeout) = 0;
 };
 
+// OK for a relative path that stays inside the working directory; otherwise
+// kInvalidArgument naming the path (absolute, or climbing out with "..").
+Status CheckWorkspacePath(const std::string& path);
+
 // A scratch directory under $TMPDIR (or /tmp), removed on destruction.
 class LocalWorkspace : public Workspace {
  public:
