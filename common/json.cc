@@ -196,6 +196,10 @@ Result<int64_t> JsonView::AsInt() const {
 
 Result<uint64_t> JsonView::AsUint() const {
   if (value_->is_number_unsigned()) return value_->get<uint64_t>();
+  // A signed integer built in memory (json{{"n", int64_t{5}}}) is fine when not negative.
+  if (value_->is_number_integer() && value_->get<int64_t>() >= 0) {
+    return static_cast<uint64_t>(value_->get<int64_t>());
+  }
   if (value_->is_number_integer() || (value_->is_number_float() && value_->get<double>() < 0)) {
     return Status::InvalidArgument(path_ + ": expected a non-negative integer, got " +
                                    value_->dump());

@@ -186,5 +186,16 @@ TEST(JsonRegressionTest, NumberOverflowIsAnError) {
   EXPECT_NE(parsed.status().message().find("config.json"), std::string::npos);
 }
 
+// Regression: a non-negative signed integer (how nlohmann stores int64_t
+// values built in memory) was refused as "expected a non-negative integer".
+TEST(JsonRegressionTest, SignedNonNegativeIntegerIsAnUnsigned) {
+  Json value = {{"ttl", int64_t{1500}}, {"neg", int64_t{-1}}};
+  JsonView view(value, "body");
+  auto ttl = view.GetUint("ttl");
+  ASSERT_TRUE(ttl.ok()) << ttl.status().ToString();
+  EXPECT_EQ(*ttl, 1500u);
+  EXPECT_FALSE(view.GetUint("neg").ok());
+}
+
 }  // namespace
 }  // namespace flashroll
