@@ -2,8 +2,11 @@
 
 #include <linux/magic.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "sandbox/cgroup_backends.h"
 
@@ -17,6 +20,19 @@ bool IsFilesystem(const char* path, long magic) {
 }
 
 }  // namespace
+
+void DrainOomNotifier(const Cgroup::OomNotifier& notifier) {
+  char buf[512];
+  if (notifier.events & EPOLLPRI) {
+    // A v2 file: reading it from the start re-arms the notification.
+    while (::pread(notifier.fd.get(), buf, sizeof(buf), 0) < 0 && errno == EINTR) {
+    }
+    return;
+  }
+  uint64_t count = 0;
+  while (::read(notifier.fd.get(), &count, sizeof(count)) < 0 && errno == EINTR) {
+  }
+}
 
 Result<std::unique_ptr<CgroupBackend>> OpenCgroupBackend() {
   if (::geteuid() != 0) return Status::PermissionDenied("cgroups: the sandbox manager must run as root");

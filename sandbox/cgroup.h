@@ -23,6 +23,7 @@
 
 #include "common/status.h"
 #include "sandbox/child_status.h"
+#include "sandbox/unique_fd.h"
 
 namespace flashroll::sandbox {
 
@@ -62,6 +63,18 @@ class Cgroup {
   // How many processes the kernel OOM-killed in this sandbox so far.
   virtual Result<uint64_t> OomKillCount() = 0;
 
+  // A descriptor to poll for the sandbox's memory events: it reports
+  // `events` (EPOLLIN or EPOLLPRI) when the memory controller records an
+  // OOM (v1: an eventfd registered on memory.oom_control; v2: memory.events,
+  // which the kernel notifies on change). After a report, call
+  // DrainOomNotifier and compare OomKillCount() to tell a kill. Returns
+  // kIoError naming the file on failure.
+  struct OomNotifier {
+    UniqueFd fd;
+    uint32_t events = 0;
+  };
+  virtual Result<OomNotifier> OpenOomNotifier() = 0;
+
   // Removes every directory. Processes must be gone (killed and reaped);
   // retries briefly while the kernel finishes tearing them down. Returns
   // kIoError naming the directory that could not be removed.
@@ -93,6 +106,10 @@ class CgroupBackend {
   // clean-up of a sandbox whose manager died.
   virtual Status RemoveLeftover(const std::string& name) = 0;
 };
+
+// Clears a notifier's readiness after a report (reads the eventfd counter,
+// or re-reads memory.events from the start).
+void DrainOomNotifier(const Cgroup::OomNotifier& notifier);
 
 // Child side: a new cgroup namespace rooted at the sandbox's cgroups, so
 // /proc/self/cgroup inside shows "/" and not the host's hierarchy. Runs

@@ -1,4 +1,5 @@
-// The two cgroup layouts (internal to sandbox/; picked by OpenCgroupBackend).
+// The cgroup layouts (internal to sandbox/; picked by OpenCgroupBackend, or
+// by the manager for an unprivileged caller).
 //
 // Thread safety: as CgroupBackend.
 #pragma once
@@ -18,5 +19,10 @@ Result<std::unique_ptr<CgroupBackend>> OpenHybridCgroupBackend(const std::string
 // Everything through the cgroup v2 tree at `root`, which must offer the
 // memory, pids, cpu and cpuset controllers.
 Result<std::unique_ptr<CgroupBackend>> OpenUnifiedCgroupBackend(const std::string& root);
+
+// No cgroups at all (layout "none"): for a manager without root, whose
+// sandboxes run in user namespaces without limits. Limits are accepted and
+// not applied; freeze fails with kFailedPrecondition.
+std::unique_ptr<CgroupBackend> NewNoCgroupBackend();
 
 }  // namespace flashroll::sandbox

@@ -1,6 +1,8 @@
 // Hybrid layout: limits in the v1 memory, pids, cpu and cpuset hierarchies,
 // kill and freeze in a v2 directory (the v2 tree has no controllers here).
 #include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -90,6 +92,21 @@ class HybridCgroup : public Cgroup {
 
   Result<uint64_t> OomKillCount() override {
     return cgroupfs::ReadKey(v1_dirs_[0], "memory.oom_control", "oom_kill");
+  }
+
+  Result<OomNotifier> OpenOomNotifier() override {
+    // v1: "<eventfd> <oom_control fd>" written to cgroup.event_control arms
+    // the eventfd; the kernel keeps its own references to both files.
+    OomNotifier notifier;
+    notifier.fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!notifier.fd.valid()) return Status::FromErrno(errno, "eventfd for " + v1_dirs_[0]);
+    const std::string control = v1_dirs_[0] + "/memory.oom_control";
+    UniqueFd oom(::open(control.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!oom.valid()) return Status::FromErrno(errno, "open " + control);
+    FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[0], "cgroup.event_control",
+                                       std::to_string(notifier.fd.get()) + " " + std::to_string(oom.get())));
+    notifier.events = EPOLLIN;
+    return notifier;
   }
 
   Status Remove() override {

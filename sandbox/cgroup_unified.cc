@@ -1,6 +1,7 @@
 // Unified layout: one cgroup v2 directory per sandbox holds the limits and
 // is also the one that is killed and frozen.
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -56,6 +57,17 @@ class UnifiedCgroup : public Cgroup {
   Status Kill() override { return cgroupfs::V2Kill(dir_); }
   Status SetFrozen(bool frozen) override { return cgroupfs::V2SetFrozen(dir_, frozen); }
   Result<uint64_t> OomKillCount() override { return cgroupfs::ReadKey(dir_, "memory.events", "oom_kill"); }
+
+  Result<OomNotifier> OpenOomNotifier() override {
+    // kernfs notifies pollers of memory.events with EPOLLPRI on every change.
+    OomNotifier notifier;
+    const std::string path = dir_ + "/memory.events";
+    notifier.fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!notifier.fd.valid()) return Status::FromErrno(errno, "open " + path);
+    notifier.events = EPOLLPRI;
+    DrainOomNotifier(notifier);
+    return notifier;
+  }
 
   Status Remove() override {
     fd_.reset();

@@ -1,4 +1,5 @@
-// The sandbox module's subcommands: `flashroll sandbox run`.
+// The sandbox module's subcommands: `flashroll sandbox run`, `flashroll
+// sandboxd` (the node agent) and `flashroll bench sandbox`.
 //
 // Thread safety: RegisterSandboxCommands is called once at start-up.
 #pragma once

@@ -11,13 +11,69 @@
 
 namespace flashroll::sandbox {
 
-Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec) {
+// Landlock, a second fence behind the mount namespace (it holds even if a
+// mount is misconfigured or a kernel bug lets a path through). The overlay
+// root is the sandbox's own writable layer, and a sandbox may wreck it: an
+// agent that deletes /usr/bin or /bin/sh damages only itself, and the
+// manager reports that as a rootfs_damage event. So:
+//   - "/" is readable and executable, and entries may be created, removed
+//     and renamed anywhere, but existing files are not writable there;
+//   - every top-level entry of the root except /proc, /sys and /dev (the
+//     image's and the writable layer's trees: /usr, /etc, /tmp, /root, ...)
+//     and every --rw path is fully read-write and executable (what is
+//     read-only on the host stays so through its read-only bind);
+//   - in /dev only null, zero, full, random, urandom, tty, pts and shm are
+//     writable, and no device node can be created: device writes and
+//     ioctls elsewhere, and writes to /proc and /sys files (e.g.
+//     /proc/self/oom_score_adj, /proc/sys), are denied;
+//   - with --net policy, TCP connect() is limited to the allowed ports
+//     (unless a rule allows any port): the eBPF policy checks addresses and
+//     UDP, Landlock backs the ports up in the LSM layer;
+//   - signals and abstract unix sockets cannot reach outside the sandbox.
+// Fail closed: every feature is required (filesystem rules need Landlock
+// ABI 5, scoping ABI 6); a kernel that cannot enforce one refuses to start
+// sandboxes rather than starting them with less isolation.
+LandlockRules DefaultLandlockRules(const SandboxSpec& spec, const MountPlan& mounts) {
+  LandlockRules rules;
+  rules.restrict_fs = true;
+  rules.skip_missing_paths = true;
+  rules.tree_paths = {"/"};
+  for (const auto& name : mounts.root_entries) {
+    if (name != "proc" && name != "sys" && name != "dev") rules.read_write_paths.push_back("/" + name);
+  }
+  for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+                          "/dev/pts", "/dev/shm"}) {
+    rules.read_write_paths.push_back(dev);
+  }
+  for (const auto& path : spec.rw_paths) rules.read_write_paths.push_back(path);
+  // Files written in the writable trees may be run (scripts, built tools).
+  rules.executable_paths = rules.read_write_paths;
+  if (spec.net == NetMode::kPolicy) {
+    bool any_port = false;
+    for (const auto& rule : spec.allow) {
+      if (rule.port == 0) any_port = true;
+      else rules.tcp_connect_ports.push_back(rule.port);
+    }
+    rules.restrict_tcp_connect = !any_port;
+  }
+  rules.scope_signals = true;
+  rules.scope_abstract_unix_sockets = true;
+  return rules;
+}
+
+Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, bool user_namespace) {
+  if (user_namespace && spec.net == NetMode::kPolicy) {
+    return Status::FailedPrecondition("--net policy: needs root (veth and BPF); the manager runs without");
+  }
   FR_RETURN_IF_ERROR(ValidateSpec(spec));
   FR_RETURN_IF_ERROR(CheckNetParentSide(spec));
   ContainPlan plan;
-  FR_ASSIGN_OR_RETURN(plan.mount, PrepareMountsParentSide(spec));
+  plan.user_namespace = user_namespace;
+  FR_ASSIGN_OR_RETURN(plan.mount, PrepareMountsParentSide(spec, user_namespace));
   plan.hostname = spec.hostname;
   FR_ASSIGN_OR_RETURN(plan.caps, PrepareCapsParentSide());
+  plan.landlock_rules = DefaultLandlockRules(spec, plan.mount);
+  FR_ASSIGN_OR_RETURN(plan.landlock, PrepareLandlockParentSide(plan.landlock_rules));
   FR_ASSIGN_OR_RETURN(plan.seccomp, DefaultSeccompProgram());
   FR_ASSIGN_OR_RETURN(plan.init_fd, InitBinaryFd());
   return plan;
@@ -45,16 +101,22 @@ ChildStatus ContainChild(const ContainPlan& plan, int sync_fd, int control_fd) {
     const ChildStatus step_ = (expr);   \
     if (!step_.ok()) return step_;      \
   } while (0)
-  // The filesystem work overlaps with the parent attaching the v1 cgroups:
+  // The filesystem work overlaps with the parent attaching the v1 cgroups
+  // (and moving the --net policy veth in, which eth0's set-up waits for):
   // both wait on RCU grace periods (umount, cgroup migration), and this
   // way a start pays for one, not two. Nothing the sandbox runs executes
   // before the handshake.
+  // In a user namespace nothing can be created before the parent has
+  // written the id maps, so there the handshake comes first.
+  if (plan.user_namespace) FR_CHILD_STEP(AwaitParentChild(sync_fd));
   FR_CHILD_STEP(MountChild(plan.mount));
   FR_CHILD_STEP(UtsChild(plan.hostname));
   FR_CHILD_STEP(NetChild());
-  FR_CHILD_STEP(AwaitParentChild(sync_fd));
+  if (!plan.user_namespace) FR_CHILD_STEP(AwaitParentChild(sync_fd));
+  FR_CHILD_STEP(VethChild(plan.veth));
   FR_CHILD_STEP(CgroupNamespaceChild());
   FR_CHILD_STEP(CapsChild(plan.caps));
+  FR_CHILD_STEP(LandlockChild(plan.landlock_rules, plan.landlock));
   FR_CHILD_STEP(SeccompChild(*plan.seccomp));
   return ExecInitChild(plan.init_fd, control_fd);
 #undef FR_CHILD_STEP

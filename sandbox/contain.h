@@ -14,9 +14,11 @@
 #include "common/status.h"
 #include "sandbox/caps.h"
 #include "sandbox/child_status.h"
+#include "sandbox/landlock.h"
 #include "sandbox/mount.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
+#include "sandbox/veth.h"
 
 namespace flashroll::sandbox {
 
@@ -24,13 +26,23 @@ struct ContainPlan {
   MountPlan mount;
   std::string hostname;
   CapsPlan caps;
+  LandlockRules landlock_rules;
+  LandlockPlan landlock;
+  VethChildPlan veth;  // --net policy: filled in by the caller once the pair exists
+  // A manager without root: the child gets a user namespace (the launcher
+  // writes its id maps) and waits for them before any filesystem work.
+  bool user_namespace = false;
   const SeccompProgram* seccomp = nullptr;  // process-lifetime
   int init_fd = -1;                         // process-lifetime memfd
 };
 
-// Returns kInvalidArgument for a bad spec, kUnimplemented for features not
-// built yet, or the first failing step's error.
-Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec);
+// The Landlock rules every sandbox of `spec` runs under (see contain.cc).
+LandlockRules DefaultLandlockRules(const SandboxSpec& spec, const MountPlan& mounts);
+
+// Returns kInvalidArgument for a bad spec, kFailedPrecondition when the
+// kernel cannot enforce the isolation stack (e.g. a Landlock ABI below 6),
+// or the first failing step's error.
+Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, bool user_namespace = false);
 
 // Child side. Waits for the parent's go byte on `sync_fd` before anything
 // runs in the v1 cgroups' absence. Does not return on success (the init is

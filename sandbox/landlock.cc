@@ -71,6 +71,8 @@ constexpr int kAbiScope = 6;
 constexpr uint64_t kFsFileRights = kFsExecute | kFsWriteFile | kFsReadFile | kFsTruncate | kFsIoctlDev;
 
 constexpr uint64_t kFsReadRights = kFsReadFile | kFsReadDir;
+constexpr uint64_t kFsTreeRights = kFsReadRights | kFsExecute | kFsRemoveDir | kFsRemoveFile | kFsMakeDir |
+                                   kFsMakeReg | kFsMakeSock | kFsMakeFifo | kFsMakeSym | kFsRefer;
 constexpr uint64_t kFsWriteRights = kFsWriteFile | kFsRemoveDir | kFsRemoveFile | kFsMakeChar |
                                     kFsMakeDir | kFsMakeReg | kFsMakeSock | kFsMakeFifo | kFsMakeBlock |
                                     kFsMakeSym | kFsRefer | kFsTruncate | kFsIoctlDev;
@@ -105,9 +107,10 @@ ChildStatus Failed(const char* call, const char* arg) {
 }
 
 ChildStatus AddPathRules(int ruleset_fd, const std::vector<std::string>& paths, uint64_t rights,
-                         uint64_t handled) {
+                         uint64_t handled, bool skip_missing) {
   for (const std::string& path : paths) {
     UniqueFd fd(open(path.c_str(), O_PATH | O_CLOEXEC));
+    if (!fd.valid() && skip_missing && errno == ENOENT) continue;
     if (!fd.valid()) return Failed("open(O_PATH)", path.c_str());
     struct stat st;
     if (fstat(fd.get(), &st) != 0) return Failed("fstat", path.c_str());
@@ -222,11 +225,13 @@ ChildStatus LandlockChild(const LandlockRules& rules, const LandlockPlan& plan) 
 
   if (plan.handled_access_fs != 0) {
     uint64_t handled = plan.handled_access_fs;
-    ChildStatus s = AddPathRules(ruleset.get(), rules.read_only_paths, kFsReadRights, handled);
+    const bool skip = rules.skip_missing_paths;
+    ChildStatus s = AddPathRules(ruleset.get(), rules.read_only_paths, kFsReadRights, handled, skip);
     if (s.ok())
-      s = AddPathRules(ruleset.get(), rules.executable_paths, kFsReadRights | kFsExecute, handled);
+      s = AddPathRules(ruleset.get(), rules.executable_paths, kFsReadRights | kFsExecute, handled, skip);
     if (s.ok())
-      s = AddPathRules(ruleset.get(), rules.read_write_paths, kFsReadRights | kFsWriteRights, handled);
+      s = AddPathRules(ruleset.get(), rules.read_write_paths, kFsReadRights | kFsWriteRights, handled, skip);
+    if (s.ok()) s = AddPathRules(ruleset.get(), rules.tree_paths, kFsTreeRights, handled, skip);
     if (!s.ok()) return s;
   }
   if (plan.handled_access_net & kNetBindTcp) {

@@ -41,12 +41,20 @@ struct LandlockRules {
   //   read_write_paths: everything except execute (create, write, remove,
   //                     rename within the granted trees, truncate, device ioctl).
   //                     List a path in executable_paths too to run files there.
+  //   tree_paths:       read and execute, and create, remove and rename
+  //                     entries (files, directories, symlinks, sockets, fifos),
+  //                     but no writes to existing files, no truncation, no
+  //                     device nodes and no device ioctls.
   // Paths are resolved when ApplyLandlock runs, so pass paths as the child
-  // sees them (after pivot_root). A missing path is an error.
+  // sees them (after pivot_root). A missing path is an error unless
+  // skip_missing_paths is set (for defaults that list conventional
+  // directories an image may lack; a skipped path grants nothing).
   bool restrict_fs = true;
+  bool skip_missing_paths = false;
   std::vector<std::string> read_only_paths;
   std::vector<std::string> read_write_paths;
   std::vector<std::string> executable_paths;
+  std::vector<std::string> tree_paths;
 
   // TCP. When set, bind(2) / connect(2) on TCP sockets is denied (EACCES)
   // except to the listed ports. UDP and other protocols are not covered by

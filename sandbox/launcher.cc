@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "sandbox/child_status.h"
 
@@ -34,6 +36,27 @@ Status SocketPair(UniqueFd* parent, UniqueFd* child, const char* what) {
   }
   parent->reset(fds[0]);
   FR_ASSIGN_OR_RETURN(*child, AboveStdio(fds[1]));
+  return Status::Ok();
+}
+
+// Maps uid and gid 0 inside the child's user namespace to the manager's
+// own ids (the only mapping an unprivileged process may write, after
+// denying setgroups).
+Status WriteIdMaps(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/";
+  const std::pair<const char*, std::string> files[] = {
+      {"setgroups", "deny"},
+      {"uid_map", "0 " + std::to_string(::geteuid()) + " 1"},
+      {"gid_map", "0 " + std::to_string(::getegid()) + " 1"},
+  };
+  for (const auto& [file, value] : files) {
+    const std::string path = dir + file;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
+    if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
+      return Status::FromErrno(errno, "write '" + value + "' to " + path);
+    }
+  }
   return Status::Ok();
 }
 
@@ -63,21 +86,27 @@ Status KillAndReapInit(InitProcess& init) {
   return Status::Ok();
 }
 
-Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup) {
+Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
+                               const std::function<Status(pid_t)>& before_go) {
   UniqueFd sync_parent, sync_child, control_parent, control_child;
   FR_RETURN_IF_ERROR(SocketPair(&sync_parent, &sync_child, "handshake"));
   FR_RETURN_IF_ERROR(SocketPair(&control_parent, &control_child, "control"));
 
   int pidfd = -1;
   struct clone_args args {};
-  args.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_INTO_CGROUP |
-               CLONE_PIDFD;
+  args.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD;
+  if (plan.user_namespace) args.flags |= CLONE_NEWUSER;
+  if (cgroup.clone_into_fd() >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(cgroup.clone_into_fd());
+  }
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
-  args.cgroup = static_cast<uint64_t>(cgroup.clone_into_fd());
   const long pid = ::syscall(SYS_clone3, &args, sizeof(args));
   if (pid < 0) {
-    return Status::FromErrno(errno, "launch: clone3(NEWNS|NEWPID|NEWNET|NEWUTS|NEWIPC|INTO_CGROUP)");
+    return Status::FromErrno(errno, plan.user_namespace
+                                        ? "launch: clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWUTS|NEWIPC)"
+                                        : "launch: clone3(NEWNS|NEWPID|NEWNET|NEWUTS|NEWIPC|INTO_CGROUP)");
   }
   if (pid == 0) ChildMain(plan, sync_child.get(), control_child.get());
 
@@ -92,6 +121,12 @@ Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup) {
     return status;
   };
   if (Status attached = cgroup.AttachParentSide(init.pid); !attached.ok()) return fail(attached.Wrap("launch"));
+  if (plan.user_namespace) {
+    if (Status mapped = WriteIdMaps(init.pid); !mapped.ok()) return fail(mapped.Wrap("launch"));
+  }
+  if (before_go) {
+    if (Status done = before_go(init.pid); !done.ok()) return fail(done.Wrap("launch"));
+  }
   const char go = 'g';
   if (::write(sync_parent.get(), &go, 1) != 1) return fail(Status::FromErrno(errno, "launch: write handshake"));
 

@@ -5,6 +5,7 @@
 //                                          namespaces; in the v2 cgroup)
 //   clone3(CLONE_INTO_CGROUP|CLONE_PIDFD) -> mounts, hostname, loopback
 //   AttachParentSide (v1 cgroups)            (overlapping the parent's work)
+//   before_go (e.g. veth into the netns)
 //   writes the go byte                    -> waits for it; then cgroup ns,
 //                                            caps, seccomp, execveat(init)
 //   reads the handshake socket: EOF means the init is running (the socket is
@@ -14,6 +15,8 @@
 #pragma once
 
 #include <sys/types.h>
+
+#include <functional>
 
 #include "common/status.h"
 #include "sandbox/cgroup.h"
@@ -30,8 +33,11 @@ struct InitProcess {
 
 // Starts a contained init. On failure the child is killed and reaped and
 // the failing step is returned (e.g. "mount: pivot_root /run/flashroll/root:
-// ..."); the cgroup is left to the caller.
-Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup);
+// ..."); the cgroup is left to the caller. `before_go`, when set, runs in the
+// parent after the clone and before the child is let go (e.g. to move a
+// veth into the child's network namespace); its failure fails the launch.
+Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
+                               const std::function<Status(pid_t)>& before_go = nullptr);
 
 // SIGKILLs the init (which takes its whole pid namespace with it) and
 // waits until it has been reaped.

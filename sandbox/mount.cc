@@ -1,5 +1,6 @@
 #include "sandbox/mount.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/mount.h>
@@ -8,6 +9,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "sandbox/image.h"
 
 namespace flashroll::sandbox {
@@ -15,6 +18,7 @@ namespace flashroll::sandbox {
 namespace {
 
 constexpr char kScratch[] = "/run/flashroll";
+constexpr char kUserScratch[] = "/mnt";  // see PrepareMountsParentSide
 
 MountOp Creating(MountOp::Kind kind, const std::string& path) {
   MountOp op;
@@ -53,15 +57,25 @@ MountOp BindSelfOp(const std::string& source, const std::string& path, bool read
   return op;
 }
 
-void AddDev(std::vector<MountOp>* ops) {
+void AddDev(bool user_namespace, std::vector<MountOp>* ops) {
   ops->push_back(MkdirOp("dev", 0755));
   ops->push_back(FsOp("dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64m,nr_inodes=4096"));
-  ops->push_back(MknodOp("dev/null", 1, 3));
-  ops->push_back(MknodOp("dev/zero", 1, 5));
-  ops->push_back(MknodOp("dev/full", 1, 7));
-  ops->push_back(MknodOp("dev/random", 1, 8));
-  ops->push_back(MknodOp("dev/urandom", 1, 9));
-  ops->push_back(MknodOp("dev/tty", 5, 0));
+  struct Device {
+    const char* name;
+    unsigned major, minor;
+  };
+  for (const Device& dev : {Device{"null", 1, 3}, Device{"zero", 1, 5}, Device{"full", 1, 7},
+                            Device{"random", 1, 8}, Device{"urandom", 1, 9}, Device{"tty", 5, 0}}) {
+    const std::string path = std::string("dev/") + dev.name;
+    if (!user_namespace) {
+      ops->push_back(MknodOp(path, dev.major, dev.minor));
+      continue;
+    }
+    // mknod is not allowed in a user namespace (and a tmpfs mounted there
+    // is nodev): bind the host's node instead.
+    ops->push_back(TouchOp(path));
+    ops->push_back(BindOp("/dev/" + std::string(dev.name), path, false));
+  }
   ops->push_back(SymlinkOp("dev/fd", "/proc/self/fd"));
   ops->push_back(SymlinkOp("dev/stdin", "/proc/self/fd/0"));
   ops->push_back(SymlinkOp("dev/stdout", "/proc/self/fd/1"));
@@ -239,11 +253,20 @@ MountOp BindOp(const std::string& host_source, const std::string& path, bool rea
   return op;
 }
 
-Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec) {
-  if (::mkdir("/run/flashroll", 0700) != 0 && errno != EEXIST) return Status::FromErrno(errno, "mkdir /run/flashroll");
-  FR_ASSIGN_OR_RETURN(ImageLayout image, ResolveImage(spec));
+Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, bool user_namespace) {
   MountPlan plan;
-  plan.scratch = kScratch;
+  if (user_namespace) {
+    // Without root, /run/flashroll cannot be created; the tmpfs goes over an
+    // existing directory instead (only in the sandbox's mount namespace).
+    struct stat st {};
+    plan.scratch = ::stat(kUserScratch, &st) == 0 && S_ISDIR(st.st_mode) ? kUserScratch : "/tmp";
+  } else {
+    if (::mkdir(kScratch, 0700) != 0 && errno != EEXIST) {
+      return Status::FromErrno(errno, std::string("mkdir ") + kScratch);
+    }
+    plan.scratch = kScratch;
+  }
+  FR_ASSIGN_OR_RETURN(ImageLayout image, ResolveImage(spec));
   plan.tmpfs_data = "size=" + std::to_string(spec.disk_bytes) + ",mode=0755";
   const std::string upper = plan.scratch + "/upper";
   const std::string work = plan.scratch + "/work";
@@ -256,10 +279,24 @@ Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec) {
   }
   plan.overlay_data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
   plan.ops = std::move(image.ops);
-  AddDev(&plan.ops);
+  AddDev(user_namespace, &plan.ops);
   AddProc(&plan.ops);
   plan.ops.push_back(MkdirOp("tmp", 01777));
   for (const auto& path : spec.rw_paths) FR_RETURN_IF_ERROR(AddReadWriteBind(path, &plan.ops));
+  std::set<std::string> entries;
+  if (!image.lower.empty()) {
+    DIR* dir = ::opendir(image.lower.c_str());
+    if (dir == nullptr) return Status::FromErrno(errno, "opendir " + image.lower);
+    while (const dirent* entry = ::readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (name != "." && name != "..") entries.insert(name);
+    }
+    ::closedir(dir);
+  }
+  for (const auto& op : plan.ops) {
+    if (!op.path.empty() && op.path.find('/') == std::string::npos) entries.insert(op.path);
+  }
+  plan.root_entries.assign(entries.begin(), entries.end());
   return plan;
 }
 

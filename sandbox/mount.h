@@ -68,13 +68,19 @@ struct MountPlan {
   std::string new_root;     // scratch + "/root"
   std::string overlay_data; // lowerdir=...,upperdir=...,workdir=...
   std::vector<MountOp> ops; // applied in order inside new_root
+  // Names directly under the new root: the image's lower layer's entries
+  // and the top-level paths the ops create (for the Landlock rules).
+  std::vector<std::string> root_entries;
 };
 
 // Parent side: resolves the image and builds the plan. Creates the host
 // directory /run/flashroll (the mount point, shared by all sandboxes) and,
 // for the busybox image, the cached image tree. Returns kNotFound for a
 // missing image, kIoError for a failed host-side step.
-Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec);
+// With `user_namespace` (a manager without root), device nodes are binds
+// of the host's, and the tmpfs goes over /mnt (or /tmp) instead of
+// /run/flashroll.
+Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, bool user_namespace = false);
 
 // Child side: makes every mount private, mounts the tmpfs and the overlay,
 // applies the ops and pivots into the new root. On success the caller's

@@ -39,11 +39,19 @@ unsigned long long StartTime(long pid) {
 }  // namespace
 
 const std::string& OwnNamePrefix() {
-  static const std::string prefix = [] {
-    const long pid = static_cast<long>(::getpid());
-    return std::string(kNamePrefix) + std::to_string(pid) + "-" + std::to_string(StartTime(pid)) + "-";
-  }();
-  return prefix;
+  // Recomputed in a forked child: it is another manager, and its sandboxes
+  // must not carry (and be protected by) its parent's name. The strings are
+  // never freed, so a reference handed out stays valid.
+  static std::atomic<const std::string*> prefix{nullptr};
+  static std::atomic<pid_t> owner{0};
+  const pid_t pid = ::getpid();
+  if (owner.load() != pid || prefix.load() == nullptr) {
+    const std::string* fresh = new std::string(std::string(kNamePrefix) + std::to_string(pid) + "-" +
+                                               std::to_string(StartTime(pid)) + "-");
+    prefix.store(fresh);
+    owner.store(pid);
+  }
+  return *prefix.load();
 }
 
 std::string NewSandboxName() {

@@ -1,9 +1,10 @@
 // Names of sandboxes: unique, recognisable, and traceable to their manager.
 //
 // A name is "fr-<manager pid>-<manager start time>-<sequence>". Everything a
-// sandbox creates on the host (cgroup directories) carries it, so reclaim
-// can find leftovers by the prefix and tell a live manager's sandboxes
-// (pid alive with the same start time) from a killed one's.
+// sandbox creates on the host (cgroup directories, the ifalias of its veth)
+// carries it, so reclaim can find leftovers by the prefix and tell a live
+// manager's sandboxes (pid alive with the same start time) from a killed
+// one's.
 //
 // Thread safety: all functions may be called from any thread.
 #pragma once
@@ -17,7 +18,8 @@ inline constexpr char kNamePrefix[] = "fr-";
 // A name no other sandbox on this host has had since boot.
 std::string NewSandboxName();
 
-// The name prefix of this process's sandboxes: "fr-<pid>-<start>-".
+// The name prefix of this process's sandboxes: "fr-<pid>-<start>-" (a
+// forked child gets its own).
 const std::string& OwnNamePrefix();
 
 // True when the manager that created `name` is still running. A name that

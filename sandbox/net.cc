@@ -10,7 +10,11 @@
 namespace flashroll::sandbox {
 
 Status CheckNetParentSide(const SandboxSpec& spec) {
-  if (spec.net == NetMode::kPolicy) return Status::Unimplemented("--net policy: not built yet");
+  for (const auto& rule : spec.allow) {
+    if (rule.family != AF_INET) {
+      return Status::InvalidArgument("--allow " + rule.text + ": the policy network carries IPv4 only");
+    }
+  }
   return Status::Ok();
 }
 

@@ -1,7 +1,7 @@
 // The network step. Every sandbox gets a fresh network namespace
-// (CLONE_NEWNET); in mode `none` it holds only loopback, brought up here.
-// Mode `policy` (veth plus eBPF allow rules) is not built yet and is
-// refused rather than silently run without its policy.
+// (CLONE_NEWNET) whose loopback is brought up here; in mode `none` that is
+// all it holds. Mode `policy` adds a veth pair (veth.h) and the eBPF allow
+// rules on the sandbox's cgroup (net_policy.h), both set up by the manager.
 //
 // Thread safety: CheckNetParentSide is stateless; NetChild runs only in the
 // freshly cloned child.
@@ -13,7 +13,8 @@
 
 namespace flashroll::sandbox {
 
-// Returns kUnimplemented for NetMode::kPolicy.
+// Returns kInvalidArgument for an allow rule the veth cannot route: the
+// link carries IPv4 only, so an IPv6 rule would admit nothing.
 Status CheckNetParentSide(const SandboxSpec& spec);
 
 // Brings up `lo` in the new network namespace.

@@ -254,6 +254,15 @@ Result<std::unique_ptr<NetPolicyManager>> NetPolicyManager::Create() {
   return std::unique_ptr<NetPolicyManager>(new NetPolicyManager(std::move(state), ids));
 }
 
+Result<NetPolicyManager*> NetPolicyManager::Shared() {
+  // Deliberately never destroyed: attachments of sandboxes destroyed late
+  // in exit must not find the programs gone.
+  static Result<std::unique_ptr<NetPolicyManager>>* const shared =
+      new Result<std::unique_ptr<NetPolicyManager>>(Create());
+  if (!shared->ok()) return shared->status();
+  return shared->value().get();
+}
+
 Result<NetPolicyAttachment> NetPolicyManager::Attach(const std::string& cgroup_dir,
                                                      const NetPolicy& policy) {
   FR_ASSIGN_OR_RETURN(uint64_t cgroup_id, CgroupV2Id(cgroup_dir));

@@ -92,6 +92,11 @@ class NetPolicyManager {
   // share the manager), or the libbpf failure (PermissionDenied without
   // CAP_BPF/CAP_SYS_ADMIN).
   static Result<std::unique_ptr<NetPolicyManager>> Create();
+  // The process's shared manager: created by the first call and kept for
+  // the rest of the process's life (the sandbox Manager and anything else
+  // in the process use this one). Returns it, or the first Create()'s
+  // error, which later calls return too.
+  static Result<NetPolicyManager*> Shared();
   ~NetPolicyManager();
   NetPolicyManager(const NetPolicyManager&) = delete;
   NetPolicyManager& operator=(const NetPolicyManager&) = delete;

@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "sandbox/naming.h"
+#include "sandbox/veth.h"
 
 namespace flashroll::sandbox {
 
@@ -14,6 +15,8 @@ Result<std::vector<std::string>> ReclaimLeftovers(CgroupBackend& backend) {
     log::Info("sandbox reclaimed", {{"id", name}});
     removed.push_back(name);
   }
+  FR_ASSIGN_OR_RETURN(std::vector<std::string> veths, ReclaimVeths());
+  removed.insert(removed.end(), veths.begin(), veths.end());
   return removed;
 }
 

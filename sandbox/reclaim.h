@@ -2,9 +2,12 @@
 //
 // A sandbox's processes die with its manager (the init exits when its
 // control socket closes, taking its pid namespace and mounts with it), so
-// what can remain are cgroup directories. Their names carry the creating
-// manager's pid and start time (naming.h); those whose manager is gone are
-// emptied and removed. Live managers' sandboxes are left alone.
+// what can remain are cgroup directories and, for a manager killed while
+// starting a --net policy sandbox, a veth pair still in the host's network
+// namespace. Their names (the veth's ifalias) carry the creating manager's
+// pid and start time (naming.h); those whose manager is gone are emptied
+// and removed. Live managers' sandboxes are left alone. BPF links need no
+// reclaim: they are held by the manager's descriptors and go with it.
 //
 // Thread safety: safe to run concurrently with other managers.
 #pragma once
@@ -17,7 +20,8 @@
 
 namespace flashroll::sandbox {
 
-// Returns the names of the sandboxes it removed, or the first failure.
+// Returns the names of the sandboxes (and veth interfaces) it removed, or
+// the first failure.
 Result<std::vector<std::string>> ReclaimLeftovers(CgroupBackend& backend);
 
 }  // namespace flashroll::sandbox

@@ -1,5 +1,6 @@
 #include "sandbox/sandbox.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
@@ -14,11 +15,16 @@
 
 #include "common/log.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/cgroup_backends.h"
 #include "sandbox/contain.h"
+#include "sandbox/crash_watcher.h"
+#include "sandbox/events.h"
 #include "sandbox/exec.h"
 #include "sandbox/launcher.h"
 #include "sandbox/naming.h"
+#include "sandbox/net_policy.h"
 #include "sandbox/reclaim.h"
+#include "sandbox/veth.h"
 
 namespace flashroll::sandbox {
 
@@ -38,8 +44,11 @@ struct Sandbox {
 
   std::mutex mu;
   State state = State::kRunning;
-  InitProcess init;
   std::unique_ptr<Cgroup> cgroup;
+  // --net policy; declared after the cgroup so they go first on failure.
+  NetPolicyAttachment net_policy;
+  Veth veth;
+  InitProcess init;
 
   std::mutex exec_mu;
   uint32_t next_exec_id = 1;
@@ -51,6 +60,10 @@ Status TearDown(Sandbox& sb) {
   Status first = sb.cgroup->Kill();
   Status reaped = KillAndReapInit(sb.init);
   if (first.ok()) first = reaped;
+  Status veth = sb.veth.Remove();
+  if (first.ok()) first = veth;
+  Status detached = sb.net_policy.Detach();
+  if (first.ok()) first = detached;
   Status removed = sb.cgroup->Remove();
   if (first.ok()) first = removed;
   return first;
@@ -93,7 +106,10 @@ CgroupLimits LimitsOf(const SandboxSpec& spec) {
 
 struct Manager::Impl {
   std::unique_ptr<CgroupBackend> cgroups;
-  int warm_pool = 0;  // constant after Open
+  int warm_pool = 0;            // constant after Open
+  bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
+  EventLog events;
+  std::unique_ptr<CrashWatcher> watcher;  // set in Open
 
   std::mutex mu;
   std::condition_variable ttl_cv;
@@ -108,13 +124,29 @@ struct Manager::Impl {
 
   // The cold path: plan, cgroups, init. Nothing is left behind on failure.
   Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec) {
-    FR_ASSIGN_OR_RETURN(ContainPlan plan, PrepareContainParentSide(spec));
+    FR_ASSIGN_OR_RETURN(ContainPlan plan, PrepareContainParentSide(spec, user_namespace));
     auto sb = std::make_shared<Sandbox>();
     sb->id = NewSandboxName();
     sb->spec = spec;
     // On any failure below, the Cgroup's destructor kills and removes it.
     FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
-    FR_ASSIGN_OR_RETURN(sb->init, LaunchInit(plan, *sb->cgroup));
+    if (spec.net != NetMode::kPolicy) {
+      FR_ASSIGN_OR_RETURN(sb->init, LaunchInit(plan, *sb->cgroup));
+      return sb;
+    }
+    // The policy goes on before the first process enters the cgroup, so
+    // nothing of the sandbox ever runs unpoliced.
+    FR_ASSIGN_OR_RETURN(NetPolicyManager * bpf, NetPolicyManager::Shared());
+    NetPolicy policy;
+    policy.allow = spec.allow;
+    policy.allow_loopback = true;  // the sandbox's own loopback: it has its own network namespace
+    FR_ASSIGN_OR_RETURN(sb->net_policy,
+                        bpf->Attach("/proc/self/fd/" + std::to_string(sb->cgroup->clone_into_fd()), policy));
+    FR_ASSIGN_OR_RETURN(sb->veth, Veth::Create(sb->id));
+    plan.veth = sb->veth.child_plan();
+    Sandbox* raw = sb.get();
+    auto move_veth = [raw](pid_t pid) { return raw->veth.MoveIntoNetns(pid); };
+    FR_ASSIGN_OR_RETURN(sb->init, LaunchInit(plan, *sb->cgroup, move_veth));
     return sb;
   }
 
@@ -162,12 +194,14 @@ struct Manager::Impl {
 
   // Tears the sandbox down, then removes it from the tables, so that once it
   // is gone from List() and Info() nothing of it is left on the host.
-  Status DestroySandbox(const std::shared_ptr<Sandbox>& sb) {
+  Status DestroySandbox(const std::shared_ptr<Sandbox>& sb, const char* why = "destroy") {
     Status status;
     {
       std::lock_guard<std::mutex> lock(sb->mu);
       if (sb->state == State::kDestroyed) return Status::NotFound("sandbox " + sb->id + " was destroyed");
       sb->state = State::kDestroyed;
+      // Before the kill, so that the init's death is not taken for a crash.
+      watcher->Unwatch(sb->id);
       status = TearDown(*sb);
     }
     {
@@ -179,6 +213,8 @@ struct Manager::Impl {
       }
     }
     if (!status.ok()) log::Warn("sandbox destroy incomplete", {{"id", sb->id}, {"error", status.ToString()}});
+    events.Emit(sb->id, EventKind::kDestroyed, status.ok() ? why : std::string(why) + ": " + status.ToString());
+    events.Close(sb->id);
     return status.Wrap("destroy " + sb->id);
   }
 
@@ -197,7 +233,8 @@ struct Manager::Impl {
         lock.unlock();
         for (const auto& sb : expired) {
           log::Info("sandbox ttl expired", {{"id", sb->id}});
-          (void)DestroySandbox(sb);
+          events.Emit(sb->id, EventKind::kTimeout, "ttl expired");
+          (void)DestroySandbox(sb, "ttl");
         }
         lock.lock();
         continue;
@@ -222,17 +259,38 @@ Manager::~Manager() {
   for (auto& [kind, ready] : impl_->pool) {
     for (const auto& sb : ready) (void)TearDown(*sb);
   }
-  for (const auto& id : List()) (void)Destroy(id);
+  for (const auto& id : List()) {
+    auto sb = impl_->Find(id);
+    if (sb.ok()) (void)impl_->DestroySandbox(*sb, "manager shutdown");
+  }
+  // Joins the watcher thread (a crash handler it runs finds nothing left).
+  impl_->watcher.reset();
 }
 
 Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
   auto impl = std::make_unique<Impl>();
-  FR_ASSIGN_OR_RETURN(impl->cgroups, OpenCgroupBackend());
-  if (options.reclaim_leftovers) {
+  if (::geteuid() != 0) {
+    // Said once per process, however many managers it opens.
+    static std::once_flag said;
+    std::call_once(said, [] {
+      log::Warn("sandbox: not running as root; falling back to user namespaces without resource limits "
+                "(memory, pids, CPU and cpuset are not applied; no freeze, no --net policy)",
+                {{"euid", static_cast<int64_t>(::geteuid())}});
+    });
+    impl->user_namespace = true;
+    impl->cgroups = NewNoCgroupBackend();
+  } else {
+    FR_ASSIGN_OR_RETURN(impl->cgroups, OpenCgroupBackend());
+  }
+  if (options.reclaim_leftovers && !impl->user_namespace) {
     FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());
   }
   impl->warm_pool = std::max(0, options.warm_pool);
   Impl* raw = impl.get();
+  FR_ASSIGN_OR_RETURN(impl->watcher, CrashWatcher::Start(&impl->events, [raw](const std::string& id) {
+                        auto sb = raw->Find(id);
+                        if (sb.ok()) (void)raw->DestroySandbox(*sb, "init exited");
+                      }));
   impl->ttl_thread = std::thread([raw] { raw->TtlLoop(); });
   if (impl->warm_pool > 0) impl->pool_thread = std::thread([raw] { raw->PoolLoop(); });
   return std::unique_ptr<Manager>(new Manager(std::move(impl)));
@@ -275,6 +333,21 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
     impl_->sandboxes[sb->id] = sb;
   }
   if (spec.ttl.count() > 0) impl_->ttl_cv.notify_all();
+  impl_->events.Emit(sb->id, EventKind::kCreated, "");
+  // Watched once published (a crash handler finds it) and after its created
+  // event; under sb->mu, so a concurrent Destroy's Unwatch orders with it.
+  Status watched;
+  {
+    std::lock_guard<std::mutex> lock(sb->mu);
+    if (sb->state != State::kDestroyed) {
+      watched = impl_->watcher->Watch(sb->id, sb->init.pidfd.get(), sb->init.control.get(), sb->init.pid,
+                                      sb->cgroup.get());
+    }
+  }
+  if (!watched.ok()) {
+    (void)impl_->DestroySandbox(sb, "crash watch failed");
+    return watched.Wrap("create");
+  }
   log::Debug("sandbox created", {{"id", sb->id}, {"init_pid", sb->init.pid}});
   return sb->id;
 }
@@ -295,6 +368,11 @@ Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& reque
   if (sb->state == State::kDestroyed) return Status::Unavailable("sandbox " + id + " was destroyed during exec");
   FR_ASSIGN_OR_RETURN(uint64_t oom_after, sb->cgroup->OomKillCount());
   result.oom_killed = oom_after > oom_before;
+  if (result.timed_out) {
+    impl_->events.Emit(id, EventKind::kTimeout,
+                       "exec " + (request.argv.empty() ? std::string() : request.argv[0]) + " timed out after " +
+                           std::to_string(request.timeout.count()) + " ms");
+  }
   return result;
 }
 
@@ -373,8 +451,22 @@ Result<SandboxInfo> Manager::Info(const std::string& id) {
   info.init_pid = sb->init.pid;
   info.created = sb->created;
   info.expires = sb->expires;
+  if (sb->spec.net == NetMode::kPolicy) {
+    char text[INET_ADDRSTRLEN] = {};
+    const uint32_t address = sb->veth.host_address();
+    ::inet_ntop(AF_INET, &address, text, sizeof(text));
+    info.host_address = text;
+  }
   FR_ASSIGN_OR_RETURN(info.oom_kills, sb->cgroup->OomKillCount());
   return info;
+}
+
+Result<EventPage> Manager::EventsSince(const std::string& id, uint64_t cursor) {
+  return impl_->events.EventsSince(id, cursor);
+}
+
+Result<EventPage> Manager::WaitEvents(const std::string& id, uint64_t cursor, std::chrono::milliseconds timeout) {
+  return impl_->events.WaitEventsSince(id, cursor, timeout);
 }
 
 std::vector<std::string> Manager::List() {

@@ -6,8 +6,11 @@
 // inherits the full isolation stack. Destroy works from any state: it kills
 // the cgroup, reaps the init (the kernel then tears down the namespaces and
 // every mount with it) and removes the cgroup directories. A sandbox with a
-// TTL is destroyed when it expires. Open() first reclaims the cgroups of
-// sandboxes whose manager was killed (see naming.h).
+// TTL is destroyed when it expires. Open() first reclaims the cgroups (and
+// veths) of sandboxes whose manager was killed (see naming.h, reclaim.h).
+// Crashes (OOM kill, PID 1 exit, root filesystem damage) are reported as
+// repercussion events (events.h, crash_watcher.h); a sandbox whose PID 1
+// died is destroyed.
 //
 // Thread safety: all Manager methods may be called concurrently. Calls on
 // different sandboxes run in parallel; execs in one sandbox run one at a
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "sandbox/events.h"
 #include "sandbox/spec.h"
 #include "sandbox/state.h"
 
@@ -65,6 +69,9 @@ struct SandboxInfo {
   State state = State::kRunning;
   pid_t init_pid = -1;  // in the host's pid namespace
   uint64_t oom_kills = 0;
+  // --net policy: the host side of the sandbox's veth (e.g. "10.213.4.1"),
+  // the address the sandbox reaches the host at; empty otherwise.
+  std::string host_address;
   std::chrono::system_clock::time_point created;
   std::chrono::system_clock::time_point expires;  // epoch when there is no TTL
 };
@@ -81,9 +88,10 @@ class Manager {
     int warm_pool = 0;
   };
 
-  // Detects the cgroup layout and reclaims leftovers. Returns
-  // kPermissionDenied when not root, kFailedPrecondition when the kernel
-  // lacks what sandboxes need.
+  // Detects the cgroup layout and reclaims leftovers. Without root, falls
+  // back to user namespaces without resource limits (logged once per
+  // process; cgroup_layout() is then "none"). Returns kFailedPrecondition
+  // when the kernel lacks what sandboxes need.
   static Result<std::unique_ptr<Manager>> Open(const Options& options);
   static Result<std::unique_ptr<Manager>> Open() { return Open(Options()); }
 
@@ -96,8 +104,7 @@ class Manager {
   // Creates and starts a sandbox; returns its id. With a non-empty
   // client_key, a second Create with the same key returns the first
   // sandbox's id while it exists. Returns kInvalidArgument for a bad spec,
-  // kUnimplemented for a feature not built yet (--net policy), otherwise the
-  // failing step (nothing is left behind on failure).
+  // otherwise the failing step (nothing is left behind on failure).
   Result<std::string> Create(const SandboxSpec& spec, const std::string& client_key = "");
 
   // Runs a command and waits for it. A command that cannot be started is a
@@ -122,9 +129,17 @@ class Manager {
   Status Destroy(const std::string& id);
 
   Result<SandboxInfo> Info(const std::string& id);
+
+  // The sandbox's repercussion events (events.h) after `cursor` (0: from the
+  // first), also for a while after it was destroyed. Returns kNotFound for
+  // an id this manager never had (or destroyed long ago).
+  Result<EventPage> EventsSince(const std::string& id, uint64_t cursor);
+  // Like EventsSince, but waits up to `timeout` for a newer event when there
+  // is none yet (an empty page on timeout; at once when the sandbox is gone).
+  Result<EventPage> WaitEvents(const std::string& id, uint64_t cursor, std::chrono::milliseconds timeout);
   std::vector<std::string> List();
 
-  // "hybrid" or "unified".
+  // "hybrid", "unified", or "none" (no root: user namespaces, no limits).
   const char* cgroup_layout() const;
 
  private:

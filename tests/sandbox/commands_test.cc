@@ -66,12 +66,6 @@ TEST_F(SandboxRunCommandTest, LimitsAreAccepted) {
   EXPECT_EQ(r.output, "ok\n");
 }
 
-TEST_F(SandboxRunCommandTest, NetPolicyIsNotBuiltYet) {
-  CliResult r = RunCli("sandbox run --net policy --allow 10.0.0.1:443 -- true");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("--net policy: not built yet"), std::string::npos) << r.output;
-}
-
 TEST_F(SandboxRunCommandTest, BadInputExits2) {
   EXPECT_EQ(RunCli("sandbox run --memory lots -- true").exit_code, 2);
   EXPECT_EQ(RunCli("sandbox run --image relative -- true").exit_code, 2);

@@ -247,12 +247,12 @@ KernelCounts Count(const NetPolicyManager::KernelIds& ids, uint64_t cgroup_id) {
 
 // The manager, loaded once for the whole test binary (once per process).
 NetPolicyManager* SharedManager(std::string* why_not) {
-  static Result<std::unique_ptr<NetPolicyManager>> manager = NetPolicyManager::Create();
+  Result<NetPolicyManager*> manager = NetPolicyManager::Shared();
   if (!manager.ok()) {
     *why_not = manager.status().ToString();
     return nullptr;
   }
-  return manager->get();
+  return *manager;
 }
 
 class NetPolicyTest : public ::testing::Test {

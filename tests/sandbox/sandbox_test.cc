@@ -227,12 +227,14 @@ TEST_F(SandboxTest, CreateIsIdempotentWithClientKey) {
   EXPECT_NE(*c, *a);
 }
 
-TEST_F(SandboxTest, NetPolicyIsRefusedNotFaked) {
+TEST_F(SandboxTest, NetPolicyRefusesIpv6RulesTheLinkCannotCarry) {
   SandboxSpec spec;
   spec.net = NetMode::kPolicy;
+  auto rule = ParseAllowRule("[2001:db8::1]:443");
+  ASSERT_TRUE(rule.ok()) << rule.status().ToString();
+  spec.allow.push_back(*rule);
   auto id = manager_->Create(spec);
-  EXPECT_EQ(id.status().code(), Code::kUnimplemented);
-  EXPECT_EQ(id.status().message(), "--net policy: not built yet");
+  EXPECT_EQ(id.status().code(), Code::kInvalidArgument) << id.status().ToString();
 }
 
 TEST_F(SandboxTest, OnlyLoopbackInTheNetworkNamespace) {

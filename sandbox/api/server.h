@@ -1,0 +1,65 @@
+// SandboxServer: the node agent's HTTP API over a Manager (what
+// `flashroll sandboxd` serves).
+//
+//   POST   /v1/sandboxes                 body: spec (wire.h);
+//                                        header Idempotency-Key (or query
+//                                        client_key) makes it idempotent;
+//                                        201 {"id": ...}
+//   POST   /v1/sandboxes/{id}/exec       body: exec call; 200 exec result JSON
+//   POST   /v1/sandboxes/{id}/exec/stream  the same, streamed as NDJSON lines
+//          {"stream":"stdout"|"stderr","data":...} then one result line
+//          {"result": {...}} (HttpServer routes pick the reply kind per
+//          path, so streaming has its own path)
+//   PUT    /v1/sandboxes/{id}/files?path=P[&mode=0644]  body: the bytes
+//   GET    /v1/sandboxes/{id}/files?path=P              reply: the bytes
+//   POST   /v1/sandboxes/{id}/freeze | /thaw
+//   DELETE /v1/sandboxes/{id}
+//   GET    /v1/sandboxes/{id}/events?cursor=N[&wait_ms=M]  repercussion
+//          events after the cursor (wire.h); wait_ms (at most 20000)
+//          blocks until a newer one comes
+//   GET    /metrics                      Prometheus text
+//
+// Errors are common/http.h's JSON error bodies: 401 without or with a wrong
+// token, 400 malformed JSON or a bad field (named), 404 unknown sandbox, 409
+// wrong state (e.g. exec while frozen), 413 oversized body.
+//
+// Thread safety: Start/Stop from one thread; requests are served
+// concurrently on the HTTP server's workers.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/http.h"
+#include "common/status.h"
+#include "sandbox/api/metrics.h"
+#include "sandbox/sandbox.h"
+
+namespace flashroll::sandbox::api {
+
+class SandboxServer {
+ public:
+  // `manager` must outlive the server.
+  SandboxServer(Manager* manager, HttpServerOptions options);
+  ~SandboxServer();
+  SandboxServer(const SandboxServer&) = delete;
+  SandboxServer& operator=(const SandboxServer&) = delete;
+
+  // Binds and serves in the background; HttpServer::Start's errors.
+  Status Start();
+  // Stops serving (waits for requests in flight). Sandboxes stay alive.
+  void Stop();
+
+  int port() const { return http_.port(); }
+  std::string base_url() const { return http_.base_url(); }
+  const ApiMetrics& metrics() const { return metrics_; }
+
+ private:
+  void AddRoutes();
+
+  Manager* manager_;
+  ApiMetrics metrics_;
+  HttpServer http_;
+};
+
+}  // namespace flashroll::sandbox::api

@@ -1,0 +1,105 @@
+// Without root the manager falls back to user namespaces without resource
+// limits. Run as `nobody` in a forked child; skipped when the kernel does
+// not let unprivileged users create user namespaces.
+#include <gtest/gtest.h>
+#include <grp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/sandbox/sandbox_fixture.h"
+
+namespace flashroll::sandbox {
+namespace {
+
+constexpr int kSkip = 77;
+constexpr uid_t kNobody = 65534;
+
+// Runs `body` as nobody in a child process; returns its exit code and what
+// it wrote to `out` (a pipe).
+int AsNobody(const std::function<int(int out)>& body, std::string* output) {
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(pipefd[0]);
+    if (setgroups(0, nullptr) != 0 || setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(3);
+    // setuid left the process non-dumpable, which makes its (and its
+    // children's) /proc files root's; a user's own process is dumpable.
+    prctl(PR_SET_DUMPABLE, 1);
+    // Can this user create a user namespace at all? Try in a throwaway child.
+    const pid_t probe = fork();
+    if (probe == 0) _exit(unshare(CLONE_NEWUSER) == 0 ? 0 : 1);
+    int status = 0;
+    waitpid(probe, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) _exit(kSkip);
+    _exit(body(pipefd[1]));
+  }
+  close(pipefd[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pipefd[0], buf, sizeof(buf))) > 0) output->append(buf, static_cast<size_t>(n));
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void Say(int fd, const std::string& text) { (void)!write(fd, text.data(), text.size()); }
+
+TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimits) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
+  std::string output;
+  const int rc = AsNobody(
+      [](int out) {
+        auto manager = Manager::Open();
+        if (!manager.ok()) {
+          Say(out, "open: " + manager.status().ToString());
+          return 1;
+        }
+        Say(out, std::string("layout=") + (*manager)->cgroup_layout() + "\n");
+        SandboxSpec spec;
+        spec.memory_bytes = 64 << 20;  // accepted, not applied
+        auto id = (*manager)->Create(spec);
+        if (!id.ok()) {
+          Say(out, "create: " + id.status().ToString());
+          return 1;
+        }
+        ExecRequest request;
+        request.argv = {"/bin/sh", "-c",
+                        "id -u; hostname; cat /proc/self/uid_map | tr -s ' '; echo x > /tmp/f && cat /tmp/f; "
+                        "echo hi > /dev/null && echo null-ok; (echo x > /escape) 2>/dev/null || echo no-escape"};
+        auto r = (*manager)->Exec(*id, request);
+        if (!r.ok()) {
+          Say(out, "exec: " + r.status().ToString());
+          return 1;
+        }
+        Say(out, r->stdout_data + r->stderr_data);
+        Say(out, "freeze=" + std::string((*manager)->Freeze(*id).ok() ? "ok" : "refused") + "\n");
+        SandboxSpec policy;
+        policy.net = NetMode::kPolicy;
+        Say(out, "policy=" + std::string((*manager)->Create(policy).ok() ? "ok" : "refused") + "\n");
+        if (Status s = (*manager)->Destroy(*id); !s.ok()) {
+          Say(out, "destroy: " + s.ToString());
+          return 1;
+        }
+        return 0;
+      },
+      &output);
+  if (rc == kSkip) GTEST_SKIP() << "the kernel forbids unprivileged user namespaces";
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_EQ(output,
+            "layout=none\n"
+            "0\n"
+            "sandbox\n"
+            " 0 65534 1\n"
+            "x\n"
+            "null-ok\n"
+            "no-escape\n"
+            "freeze=refused\n"
+            "policy=refused\n");
+}
+
+}  // namespace
+}  // namespace flashroll::sandbox
