@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -37,7 +38,7 @@ namespace {
 using sandbox::SandboxSpec;
 
 int RunCommand(const std::vector<std::string>& args) {
-  std::string image = "host", net = "none", memory, timeout, cpuset;
+  std::string image = "host", net = "none", memory, timeout, cpuset, seccomp = "default";
   std::vector<std::string> allow, rw, command;
   int64_t pids = 0;
   double cpus = 0;
@@ -53,6 +54,7 @@ int RunCommand(const std::vector<std::string>& args) {
   flags.String("--cpuset", &cpuset, "CPUs the sandbox may run on, e.g. 0-1");
   flags.String("--timeout", &timeout, "kill the command after this long, e.g. 10s (exit 124)");
   flags.List("--rw", &rw, "host path bound read-write at the same path (repeatable)");
+  flags.String("--seccomp", &seccomp, "default or a JSON seccomp profile file (Docker's format, a subset)");
   flags.Positional("CMD", &command, "the command and its arguments");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (command.empty()) return ReportFailure(Status::InvalidArgument("sandbox run: missing CMD (see --help)"));
@@ -76,6 +78,12 @@ int RunCommand(const std::vector<std::string>& args) {
   spec.cpus = cpus;
   spec.cpuset = cpuset;
   spec.rw_paths = rw;
+  spec.seccomp = seccomp;
+  if (seccomp != "default" && !seccomp.empty() && seccomp[0] != '/') {
+    std::error_code error;
+    spec.seccomp = std::filesystem::absolute(seccomp, error).string();
+    if (error) return ReportFailure(Status::FromErrno(error.value(), "--seccomp " + seccomp));
+  }
   sandbox::ExecRequest request;
   request.argv = command;
   if (!timeout.empty()) {

@@ -74,7 +74,7 @@ Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, bool user_
   FR_ASSIGN_OR_RETURN(plan.caps, PrepareCapsParentSide());
   plan.landlock_rules = DefaultLandlockRules(spec, plan.mount);
   FR_ASSIGN_OR_RETURN(plan.landlock, PrepareLandlockParentSide(plan.landlock_rules));
-  FR_ASSIGN_OR_RETURN(plan.seccomp, DefaultSeccompProgram());
+  FR_ASSIGN_OR_RETURN(plan.seccomp, SeccompProgramFor(spec.seccomp));
   FR_ASSIGN_OR_RETURN(plan.init_fd, InitBinaryFd());
   return plan;
 }

@@ -10,12 +10,18 @@
 // to clone, whose flags the filter can inspect. Other architectures' system
 // calls kill the process.
 //
-// Thread safety: DefaultSeccompProgram may be called from any thread; the
-// program it returns is immutable and lives for the process.
+// A sandbox may instead name a profile file (sandbox/seccomp_profile.h);
+// it is parsed and compiled in the parent, and the compiled program is
+// cached by path and modification time.
+//
+// Thread safety: DefaultSeccompProgram and SeccompProgramFor may be called
+// from any thread; the programs they return are immutable and live for the
+// process.
 #pragma once
 
 #include <linux/filter.h>
 
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -30,6 +36,14 @@ struct SeccompProgram {
 // The compiled default profile. Returns kInternal when libseccomp fails;
 // the error is cached, and a sandbox is never started without a filter.
 Result<const SeccompProgram*> DefaultSeccompProgram();
+
+// The program for a sandbox's profile choice: "default" or the path of a
+// JSON profile file. A file is compiled on first use and again whenever its
+// modification time changes; every version compiled stays alive for the
+// process, so plans holding the pointer never dangle. Returns
+// kInvalidArgument "<path>: <field>: <problem>" for a bad profile, the
+// stat/read error for a missing file, kInternal when libseccomp fails.
+Result<const SeccompProgram*> SeccompProgramFor(const std::string& choice);
 
 // Installs `program` on the calling thread. no_new_privs must already be set.
 ChildStatus SeccompChild(const SeccompProgram& program);

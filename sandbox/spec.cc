@@ -6,6 +6,8 @@
 
 #include <charconv>
 
+#include "sandbox/seccomp.h"
+
 namespace flashroll::sandbox {
 
 namespace {
@@ -132,6 +134,13 @@ Status ValidateSpec(const SandboxSpec& spec) {
   }
   if (spec.hostname.empty() || spec.hostname.size() > 64) {
     return Status::InvalidArgument("hostname: must be 1..64 characters");
+  }
+  if (spec.seccomp != "default") {
+    if (spec.seccomp.empty() || spec.seccomp[0] != '/') {
+      return Status::InvalidArgument("seccomp '" + spec.seccomp + "': expected default or an absolute file path");
+    }
+    // Compiling here reports a bad profile as bad input before anything is created; the result is cached.
+    if (auto program = SeccompProgramFor(spec.seccomp); !program.ok()) return program.status().Wrap("seccomp");
   }
   return Status::Ok();
 }

@@ -60,6 +60,9 @@ struct SandboxSpec {
       "LANG=C.UTF-8", "TERM=xterm"};
   // Destroyed automatically this long after creation; 0: never.
   std::chrono::milliseconds ttl{0};
+  // The syscall filter: "default" (sandbox/seccomp.h) or the absolute path
+  // of a JSON profile file (sandbox/seccomp_profile.h).
+  std::string seccomp = "default";
 };
 
 // "host", "busybox" or an absolute directory path. Sets spec->image and
@@ -76,7 +79,9 @@ Result<AllowRule> ParseAllowRule(std::string_view text);
 
 // Checks the fields against each other: allow rules need --net policy,
 // limits are in range, paths are absolute and free of characters that
-// overlayfs options cannot carry. Returns kInvalidArgument naming the field.
+// overlayfs options cannot carry, a seccomp profile file parses and
+// compiles. Returns kInvalidArgument naming the field (and, for a profile,
+// the file and the field inside it).
 Status ValidateSpec(const SandboxSpec& spec);
 
 }  // namespace flashroll::sandbox

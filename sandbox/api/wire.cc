@@ -50,7 +50,7 @@ Result<SandboxSpec> SpecFromJson(const JsonView& body) {
   SandboxSpec spec;
   if (body.value().is_null()) return spec;
   FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"image", "net", "allow", "memory", "pids", "cpus", "cpuset", "disk",
-                                          "rw_paths", "hostname", "env", "ttl"}));
+                                          "rw_paths", "hostname", "env", "ttl", "seccomp"}));
   FR_ASSIGN_OR_RETURN(std::string image, body.GetString("image", "host"));
   if (Status s = ParseImage(image, &spec); !s.ok()) return s.Wrap(body.path() + ".image");
   FR_ASSIGN_OR_RETURN(std::string net, body.GetString("net", "none"));
@@ -74,6 +74,7 @@ Result<SandboxSpec> SpecFromJson(const JsonView& body) {
     FR_ASSIGN_OR_RETURN(spec.env, StringArrayField(body, "env"));
   }
   FR_ASSIGN_OR_RETURN(spec.ttl, DurationField(body, "ttl"));
+  FR_ASSIGN_OR_RETURN(spec.seccomp, body.GetString("seccomp", spec.seccomp));
   if (Status s = ValidateSpec(spec); !s.ok()) return s.Wrap(body.path());
   return spec;
 }
@@ -105,6 +106,7 @@ Json SpecToJson(const SandboxSpec& spec) {
   out["env"] = spec.env;
   // Unsigned, as JsonView::AsUint reads it (a signed JSON integer is refused).
   out["ttl"] = static_cast<uint64_t>(std::max<int64_t>(0, spec.ttl.count()));
+  out["seccomp"] = spec.seccomp;
   return out;
 }
 
