@@ -40,18 +40,25 @@ unsigned long long StartTime(long pid) {
 
 const std::string& OwnNamePrefix() {
   // Recomputed in a forked child: it is another manager, and its sandboxes
-  // must not carry (and be protected by) its parent's name. The strings are
-  // never freed, so a reference handed out stays valid.
-  static std::atomic<const std::string*> prefix{nullptr};
-  static std::atomic<pid_t> owner{0};
+  // must not carry (and be protected by) its parent's name. Prefixes are
+  // chained and never freed, so a reference handed out stays valid and every
+  // string stays reachable; concurrent first calls agree through the CAS.
+  struct Prefix {
+    std::string text;
+    pid_t pid;
+    const Prefix* previous;
+  };
+  static std::atomic<const Prefix*> current{nullptr};
   const pid_t pid = ::getpid();
-  if (owner.load() != pid || prefix.load() == nullptr) {
-    const std::string* fresh = new std::string(std::string(kNamePrefix) + std::to_string(pid) + "-" +
-                                               std::to_string(StartTime(pid)) + "-");
-    prefix.store(fresh);
-    owner.store(pid);
+  const Prefix* seen = current.load();
+  while (seen == nullptr || seen->pid != pid) {
+    auto* fresh = new Prefix{std::string(kNamePrefix) + std::to_string(pid) + "-" +
+                                 std::to_string(StartTime(pid)) + "-",
+                             pid, seen};
+    if (current.compare_exchange_strong(seen, fresh)) return fresh->text;
+    delete fresh;  // another thread got there first; `seen` now holds its prefix
   }
-  return *prefix.load();
+  return seen->text;
 }
 
 std::string NewSandboxName() {
