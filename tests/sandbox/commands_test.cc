@@ -6,28 +6,15 @@
 #include <array>
 #include <cstdio>
 
+#include "tests/cli/run_flashroll.h"
 #include "tests/sandbox/sandbox_fixture.h"
 
 namespace flashroll::sandbox {
 namespace {
 
-struct CliResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using CliResult = flashroll::testing::CommandResult;
 
-CliResult RunCli(const std::string& args) {
-  const std::string command = std::string(FLASHROLL_BIN) + " " + args + " 2>&1";
-  CliResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+CliResult RunCli(const std::string& args) { return flashroll::testing::RunFlashroll(args); }
 
 class SandboxRunCommandTest : public ::testing::Test {
  protected:
