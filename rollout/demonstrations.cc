@@ -59,10 +59,18 @@ void AddSentences(TaskRng& rng, const std::vector<std::string>& pool, int count,
   }
 }
 
+// Restates what is asked: the prompt's question when it has one (it names
+// what later steps need, such as the item and the warehouse), else its first
+// sentence.
 std::string Goal(const Task& task) {
-  std::string first = task.prompt.substr(0, task.prompt.find(". ") == std::string::npos
-                                                ? task.prompt.size()
-                                                : task.prompt.find(". "));
+  const std::string& p = task.prompt;
+  const size_t question = p.find('?');
+  if (question != std::string::npos) {
+    const size_t start = p.rfind(". ", question);
+    return "The task: " + p.substr(start == std::string::npos ? 0 : start + 2,
+                                   question + 1 - (start == std::string::npos ? 0 : start + 2));
+  }
+  std::string first = p.substr(0, p.find(". ") == std::string::npos ? p.size() : p.find(". "));
   if (!first.empty() && first.back() == '.') first.pop_back();
   return "The task: " + first + ".";
 }

@@ -50,7 +50,7 @@ Status PrepareWorkspace(const Task& task, Workspace& workspace) {
 
 std::vector<const TaskFamily*> TaskFamilies() {
   return {&families::Arithmetic(), &families::FileSum(), &families::FindLine(),
-          &families::LookupChain()};
+          &families::LookupChain(), &families::Inventory()};
 }
 
 const TaskFamily* FindTaskFamily(const std::string& name) {

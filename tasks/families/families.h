@@ -8,6 +8,7 @@ namespace flashroll::families {
 const TaskFamily& Arithmetic();
 const TaskFamily& FileSum();
 const TaskFamily& FindLine();
+const TaskFamily& Inventory();
 const TaskFamily& LookupChain();
 
 // "<family>-<seed>-d<difficulty>"

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "tasks/reference_solver.h"
 #include "tasks/task.h"
 #include "tasks/workspace.h"
@@ -93,6 +94,35 @@ TEST(TaskFamiliesTest, FileTaskIsVerifiedFromTheFileNotTheMessage) {
   EXPECT_EQ(missing.reason, "answer.txt was not written");
   ASSERT_TRUE((*workspace)->WriteFile("answer.txt", task.answer + "\n").ok());
   EXPECT_TRUE(VerifyTask(task, "", **workspace).success);
+}
+
+// Inventory rows of the same item in other warehouses are decoys: a total
+// over the item alone must be wrong for most instances, and the reference
+// solution still needs three calls (look, filter, add).
+TEST(TaskFamiliesTest, InventoryCountsOnlyTheAskedWarehouse) {
+  const TaskFamily* family = FindTaskFamily("inventory");
+  ASSERT_NE(family, nullptr);
+  int item_only_total_differs = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Task task = family->Generate(seed, 5);
+    const std::string& prompt = task.prompt;
+    const size_t of = prompt.find("units of ") + 9;
+    const std::string item = prompt.substr(of, prompt.find(' ', of) - of);
+    long long item_total = 0;
+    for (const std::string& line : SplitNonEmpty(task.files.at(0).contents, '\n')) {
+      if (line.rfind(item + ",", 0) == 0) item_total += std::stoll(line.substr(line.rfind(',') + 1));
+    }
+    item_only_total_differs += std::to_string(item_total) != task.answer ? 1 : 0;
+    if (seed <= 5) {
+      auto workspace = LocalWorkspace::Create();
+      ASSERT_TRUE(workspace.ok());
+      auto run = RunReferenceSolution(*family, task, **workspace);
+      ASSERT_TRUE(run.ok()) << run.status().ToString();
+      EXPECT_TRUE(run->verdict.success) << task.id << ": " << run->verdict.reason;
+      EXPECT_EQ(run->steps.size(), 3u) << task.id;
+    }
+  }
+  EXPECT_GE(item_only_total_differs, 10);
 }
 
 }  // namespace
