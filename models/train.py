@@ -8,7 +8,7 @@ Runs on the GPU machine (PyTorch, transformers 5, tokenizers). Three subcommands
       and writes tokenizer.json + tokenizer_config.json with a ChatML chat template.
   train --data DEMOS.jsonl.gz --tokenizer DIR --arch dense|moe --out DIR --minutes M --seed S
       trains a Qwen3 (dense) or Qwen3-MoE (8 experts, top-2) model on the
-      trajectories, loss on assistant tokens only, packed into 2,048-token windows,
+      trajectories, loss on assistant tokens only, each whole inside a 2,048-token window,
       for a fixed wall-clock budget; saves a Hugging Face directory in bf16 with
       the tokenizer, a training curve (curve.json) and reference logits for the
       engine's parity test (parity.json + parity_logits.bin).
@@ -128,26 +128,33 @@ def make_config(arch, vocab, im_end, pad):
 
 
 def pack(tok, demos, seed):
-    """Token ids and labels (-100 where not trained) packed into WINDOW-long rows."""
+    """Token ids and labels (-100 where not trained) in WINDOW-long rows. Each
+    trajectory lies whole inside one row (rows are filled greedily and padded),
+    so the long ones are trained on as one context, never cut at a row edge."""
     import torch
     rng = random.Random(seed)
     rng.shuffle(demos)
     eot = tok.token_to_id("<|endoftext|>")
-    ids, labels = [], []
     texts = [render(d["messages"]) for d in demos]
     encodings = tok.encode_batch([t for t, _ in texts])
-    longest = 0
+    rows_ids, rows_labels, ids, labels, lengths = [], [], [], [], []
     for (text, spans), enc in zip(texts, encodings):
-        longest = max(longest, len(enc.ids))
-        for tid, (start, _) in zip(enc.ids, enc.offsets):
-            ids.append(tid)
-            labels.append(tid if any(a <= start < b for a, b in spans) else -100)
-        ids.append(eot)
-        labels.append(-100)
-    rows = len(ids) // WINDOW
-    x = torch.tensor(ids[: rows * WINDOW]).view(rows, WINDOW)
-    y = torch.tensor(labels[: rows * WINDOW]).view(rows, WINDOW)
-    return x, y, longest
+        lengths.append(len(enc.ids))
+        doc_ids = list(enc.ids[: WINDOW - 1]) + [eot]
+        doc_labels = [tid if any(a <= start < b for a, b in spans) else -100
+                      for tid, (start, _) in zip(enc.ids[: WINDOW - 1], enc.offsets)] + [-100]
+        if len(ids) + len(doc_ids) > WINDOW:
+            rows_ids.append(ids + [eot] * (WINDOW - len(ids)))
+            rows_labels.append(labels + [-100] * (WINDOW - len(labels)))
+            ids, labels = [], []
+        ids += doc_ids
+        labels += doc_labels
+    if ids:
+        rows_ids.append(ids + [eot] * (WINDOW - len(ids)))
+        rows_labels.append(labels + [-100] * (WINDOW - len(labels)))
+    x = torch.tensor(rows_ids, dtype=torch.long).view(-1, WINDOW)
+    y = torch.tensor(rows_labels, dtype=torch.long).view(-1, WINDOW)
+    return x, y, lengths
 
 
 def cmd_train(args):
@@ -164,9 +171,10 @@ def cmd_train(args):
     im_end, pad = tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")
     demos = list(read_demos(args.data))
     held_out = demos[-64:]
-    x, y, longest = pack(tok, demos[:-64], args.seed)
-    print(f"{args.arch}: {len(demos)} demos, {x.numel()} tokens in {x.shape[0]} windows, "
-          f"longest trajectory {longest} tokens", flush=True)
+    x, y, lengths = pack(tok, demos[:-64], args.seed)
+    long_ones = sum(n >= 1024 for n in lengths)
+    print(f"{args.arch}: {len(demos)} demos, {sum(lengths)} tokens in {x.shape[0]} windows, "
+          f"longest trajectory {max(lengths)} tokens, {long_ones} of at least 1,024", flush=True)
 
     config = make_config(args.arch, vocab, im_end, pad)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").to(device)
@@ -224,7 +232,8 @@ def cmd_train(args):
             dst.write(src.read())
     with open(os.path.join(args.out, "curve.json"), "w") as f:
         json.dump({"arch": args.arch, "parameters": params, "steps": step, "batch": batch, "window": WINDOW,
-                   "tokens_seen": step * batch * WINDOW, "minutes": args.minutes, "seed": args.seed,
+                   "tokens_seen": step * batch * WINDOW, "trajectory_tokens_max": max(lengths),
+                   "trajectories_1024_or_longer": long_ones, "minutes": args.minutes, "seed": args.seed,
                    "held_out_loss": held_loss, "curve": curve}, f)
     try:
         write_parity(args.out, held_out, tok)
