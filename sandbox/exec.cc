@@ -65,17 +65,6 @@ Status SendExec(int control_fd, uint32_t exec_id, const ExecRequest& request,
   return Status::Ok();
 }
 
-Status SendSignal(int control_fd, uint32_t exec_id, int sig) {
-  fr_init_header header {};
-  header.type = FR_INIT_SIGNAL;
-  header.exec_id = exec_id;
-  header.value = sig;
-  if (::send(control_fd, &header, sizeof(header), MSG_NOSIGNAL) < 0) {
-    return Status::FromErrno(errno, "exec: send signal to init");
-  }
-  return Status::Ok();
-}
-
 // Reads what is available from `fd` into `out` (up to `limit`, the rest is
 // dropped). Returns false at end of file or on error.
 bool Pump(int fd, std::string* out, size_t limit, bool* truncated) {
@@ -94,10 +83,37 @@ bool Pump(int fd, std::string* out, size_t limit, bool* truncated) {
   }
 }
 
+// Publishes the running exec's id for SignalExec, and withdraws it on every
+// way out of RunInInit.
+class RunningExec {
+ public:
+  explicit RunningExec(std::atomic<uint32_t>* running) : running_(running) {}
+  ~RunningExec() { running_->store(0); }
+  RunningExec(const RunningExec&) = delete;
+  RunningExec& operator=(const RunningExec&) = delete;
+  void Publish(uint32_t exec_id) { running_->store(exec_id); }
+
+ private:
+  std::atomic<uint32_t>* running_;
+};
+
 }  // namespace
 
+Status SignalExec(int control_fd, uint32_t exec_id, int sig) {
+  fr_init_header header {};
+  header.type = FR_INIT_SIGNAL;
+  header.exec_id = exec_id;
+  header.value = sig;
+  if (::send(control_fd, &header, sizeof(header), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    if (errno == EPIPE || errno == ECONNRESET) return Status::Unavailable("signal: the sandbox's init has exited");
+    if (errno == EAGAIN) return Status::Unavailable("signal: the sandbox's init is not reading its control socket");
+    return Status::FromErrno(errno, "signal: send to init");
+  }
+  return Status::Ok();
+}
+
 Result<ExecResult> RunInInit(int control_fd, uint32_t exec_id, const ExecRequest& request,
-                             const std::vector<std::string>& default_env) {
+                             const std::vector<std::string>& default_env, std::atomic<uint32_t>* running) {
   if (request.argv.empty() || request.argv[0].empty()) return Status::InvalidArgument("exec: empty command");
   const auto start = Clock::now();
   const bool passthrough = request.stdin_fd >= 0 && request.stdout_fd >= 0 && request.stderr_fd >= 0;
@@ -119,7 +135,9 @@ Result<ExecResult> RunInInit(int control_fd, uint32_t exec_id, const ExecRequest
     fds[1] = out_write.get();
     fds[2] = err_write.get();
   }
+  RunningExec published(running);
   FR_RETURN_IF_ERROR(SendExec(control_fd, exec_id, request, request.env.empty() ? default_env : request.env, fds));
+  published.Publish(exec_id);
   // The init holds its own copies now; ours would keep the pipes from reaching EOF.
   null_in.reset();
   out_write.reset();
@@ -134,7 +152,7 @@ Result<ExecResult> RunInInit(int control_fd, uint32_t exec_id, const ExecRequest
   int cancel_fd = request.cancel_fd;
   auto kill_command = [&]() -> Status {
     kill_deadline = Clock::now() + kKillGrace;
-    return SendSignal(control_fd, exec_id, SIGKILL);
+    return SignalExec(control_fd, exec_id, SIGKILL);
   };
 
   while (!exited) {

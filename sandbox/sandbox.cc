@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -34,7 +35,8 @@ using SystemClock = std::chrono::system_clock;
 
 // One live sandbox. `mu` guards state; `exec_mu` serialises execs. The init
 // and cgroup are torn down by Destroy under `mu`; the descriptors stay open
-// until the last reference goes, so a concurrent exec never sees a reused fd.
+// until the last reference goes, so a concurrent exec or signal never sees a
+// reused fd.
 struct Sandbox {
   std::string id;
   SandboxSpec spec;
@@ -51,7 +53,10 @@ struct Sandbox {
   InitProcess init;
 
   std::mutex exec_mu;
-  uint32_t next_exec_id = 1;
+  uint32_t next_exec_id = 1;  // guarded by mu
+  // The id of the exec whose command is running, 0 when none: Signal reads
+  // it without waiting for exec_mu (see RunInInit).
+  std::atomic<uint32_t> running_exec{0};
 };
 
 Status TearDown(Sandbox& sb) {
@@ -363,7 +368,8 @@ Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& reque
     FR_ASSIGN_OR_RETURN(oom_before, sb->cgroup->OomKillCount());
     exec_id = sb->next_exec_id++;
   }
-  FR_ASSIGN_OR_RETURN(ExecResult result, RunInInit(sb->init.control.get(), exec_id, request, sb->spec.env));
+  FR_ASSIGN_OR_RETURN(ExecResult result,
+                      RunInInit(sb->init.control.get(), exec_id, request, sb->spec.env, &sb->running_exec));
   std::lock_guard<std::mutex> lock(sb->mu);
   if (sb->state == State::kDestroyed) return Status::Unavailable("sandbox " + id + " was destroyed during exec");
   FR_ASSIGN_OR_RETURN(uint64_t oom_after, sb->cgroup->OomKillCount());
@@ -374,6 +380,26 @@ Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& reque
                            std::to_string(request.timeout.count()) + " ms");
   }
   return result;
+}
+
+Status Manager::Signal(const std::string& id, int signal) {
+  if (signal < 1 || signal > kMaxSignal) {
+    return Status::InvalidArgument("signal " + std::to_string(signal) + ": not a signal number (1.." +
+                                   std::to_string(kMaxSignal) + ")");
+  }
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  {
+    // Only the state check holds mu (briefly); the exec holds exec_mu, not mu.
+    std::lock_guard<std::mutex> lock(sb->mu);
+    if (sb->state == State::kDestroyed) return Status::NotFound("sandbox " + id + " was destroyed");
+    if (sb->state == State::kFrozen) {
+      return Status::FailedPrecondition("sandbox " + id + " is frozen: signal not allowed");
+    }
+  }
+  const uint32_t exec_id = sb->running_exec.load();
+  if (exec_id == 0) return Status::FailedPrecondition("sandbox " + id + ": no exec is running to signal");
+  // The exec may end meanwhile; the init then ignores the stale id.
+  return SignalExec(sb->init.control.get(), exec_id, signal).Wrap("sandbox " + id);
 }
 
 Status Manager::PutFile(const std::string& id, const std::string& path, std::string_view data, mode_t mode) {

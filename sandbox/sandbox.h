@@ -1,5 +1,5 @@
-// The sandbox lifecycle API: create, exec, put/get files, freeze, thaw,
-// destroy. Front ends (the CLI, the node agent) only parse and call this.
+// The sandbox lifecycle API: create, exec, signal, put/get files, freeze,
+// thaw, destroy. Front ends (the CLI, the node agent) only parse and call this.
 //
 // A sandbox is a contained init process (launcher.h) in its own cgroups
 // (cgroup.h); Exec asks that init to start a command, so every command
@@ -14,8 +14,8 @@
 //
 // Thread safety: all Manager methods may be called concurrently. Calls on
 // different sandboxes run in parallel; execs in one sandbox run one at a
-// time; Destroy does not wait for a running exec (the exec returns
-// kUnavailable).
+// time; Signal and Destroy do not wait for a running exec (a destroyed
+// sandbox's exec returns kUnavailable).
 #pragma once
 
 #include <sys/types.h>
@@ -112,6 +112,17 @@ class Manager {
   // unknown id, kFailedPrecondition when frozen, kUnavailable when the
   // sandbox died or was destroyed meanwhile.
   Result<ExecResult> Exec(const std::string& id, const ExecRequest& request);
+
+  // The largest signal number Signal accepts (SIGRTMAX on Linux).
+  static constexpr int kMaxSignal = 64;
+
+  // Sends `signal` to the process group of the exec running in the sandbox,
+  // without waiting for it; the exec's result then reports what the
+  // command did (e.g. signal set and exit_code 128 + N when it died of it).
+  // Returns kInvalidArgument for a number outside 1..kMaxSignal, kNotFound
+  // for an unknown id, kFailedPrecondition when no exec is running or the
+  // sandbox is frozen. A signal that races the exec's end is ignored.
+  Status Signal(const std::string& id, int signal);
 
   // Writes a file inside the sandbox (its writable layer). `path` is
   // resolved inside the sandbox's root: symlinks cannot lead out. Parent

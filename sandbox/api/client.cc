@@ -82,6 +82,10 @@ Result<ExecResult> HttpSandboxClient::ExecStreaming(const std::string& id, const
   return Status::Unavailable("exec stream of sandbox " + id + " ended without a result");
 }
 
+Status HttpSandboxClient::Signal(const std::string& id, int signal) {
+  return http_.PostJson(SandboxPath(id) + "/signal", SignalToJson(signal)).status();
+}
+
 Status HttpSandboxClient::PutFile(const std::string& id, const std::string& path, std::string_view data,
                                   mode_t mode) {
   char mode_text[16];

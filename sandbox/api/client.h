@@ -34,6 +34,7 @@ class HttpSandboxClient final : public SandboxService {
   Result<ExecResult> Exec(const std::string& id, const ExecCall& call) override;
   Result<ExecResult> ExecStreaming(const std::string& id, const ExecCall& call,
                                    const OutputCallback& on_output) override;
+  Status Signal(const std::string& id, int signal) override;
   Status PutFile(const std::string& id, const std::string& path, std::string_view data,
                  mode_t mode = 0644) override;
   Result<std::string> GetFile(const std::string& id, const std::string& path) override;

@@ -28,6 +28,8 @@ Result<ExecResult> LocalSandboxService::ExecStreaming(const std::string& id, con
   });
 }
 
+Status LocalSandboxService::Signal(const std::string& id, int signal) { return manager_->Signal(id, signal); }
+
 Status LocalSandboxService::PutFile(const std::string& id, const std::string& path, std::string_view data,
                                     mode_t mode) {
   return manager_->PutFile(id, path, data, mode);

@@ -7,7 +7,7 @@ namespace flashroll::sandbox::api {
 namespace {
 
 const char* OpName(size_t op) {
-  static const char* const kNames[] = {"create", "exec", "files", "freeze", "thaw", "destroy", "events"};
+  static const char* const kNames[] = {"create", "exec", "files", "freeze", "thaw", "destroy", "events", "signal"};
   return kNames[op];
 }
 

@@ -12,7 +12,7 @@
 
 namespace flashroll::sandbox::api {
 
-enum class ApiOp { kCreate, kExec, kFiles, kFreeze, kThaw, kDestroy, kEvents };
+enum class ApiOp { kCreate, kExec, kFiles, kFreeze, kThaw, kDestroy, kEvents, kSignal };
 
 class ApiMetrics {
  public:
@@ -37,7 +37,7 @@ class ApiMetrics {
 
  private:
   std::atomic<uint64_t> creates_{0}, destroys_{0}, execs_{0};
-  std::array<std::atomic<uint64_t>, 7> failures_{};
+  std::array<std::atomic<uint64_t>, 8> failures_{};  // by ApiOp
   std::array<std::atomic<uint64_t>, kBuckets.size()> buckets_{};  // non-cumulative counts
   std::atomic<uint64_t> exec_micros_{0};                            // sum, in microseconds
 };

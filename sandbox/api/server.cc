@@ -148,6 +148,16 @@ void SandboxServer::AddRoutes() {
         }());
       });
 
+  http_.HandleJson(HttpMethod::kPost, "/v1/sandboxes/:id/signal",
+                   [m, metrics](const HttpRequest& request) -> Result<Json> {
+                     const std::string& id = request.Param("id");
+                     return Counted(*metrics, ApiOp::kSignal, [&]() -> Result<Json> {
+                       FR_ASSIGN_OR_RETURN(int signal, SignalFromJson(request.Body()));
+                       FR_RETURN_IF_ERROR(m->Signal(id, signal));
+                       return Json{{"id", id}, {"signal", signal}};
+                     }());
+                   });
+
   http_.HandleRaw(HttpMethod::kPut, "/v1/sandboxes/:id/files",
                   [m, metrics](const HttpRequest& request) -> Result<HttpResponse> {
                     return Counted(*metrics, ApiOp::kFiles, [&]() -> Result<HttpResponse> {

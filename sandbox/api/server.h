@@ -10,6 +10,10 @@
 //          {"stream":"stdout"|"stderr","data":...} then one result line
 //          {"result": {...}} (HttpServer routes pick the reply kind per
 //          path, so streaming has its own path)
+//   POST   /v1/sandboxes/{id}/signal     body {"signal": "SIGTERM"} or
+//                                        {"signal": 15}: to the running
+//                                        exec's process group; 409 when
+//                                        none runs
 //   PUT    /v1/sandboxes/{id}/files?path=P[&mode=0644]  body: the bytes
 //   GET    /v1/sandboxes/{id}/files?path=P              reply: the bytes
 //   POST   /v1/sandboxes/{id}/freeze | /thaw
@@ -21,7 +25,8 @@
 //
 // Errors are common/http.h's JSON error bodies: 401 without or with a wrong
 // token, 400 malformed JSON or a bad field (named), 404 unknown sandbox, 409
-// wrong state (e.g. exec while frozen), 413 oversized body.
+// wrong state (e.g. exec while frozen, signal with no exec running), 413
+// oversized body.
 //
 // Thread safety: Start/Stop from one thread; requests are served
 // concurrently on the HTTP server's workers.

@@ -49,6 +49,12 @@ class SandboxService {
   virtual Result<ExecResult> ExecStreaming(const std::string& id, const ExecCall& call,
                                            const OutputCallback& on_output) = 0;
 
+  // Sends `signal` (1..64) to the process group of the exec running in the
+  // sandbox, without waiting for it; that exec's result shows the effect.
+  // kFailedPrecondition when no exec is running (or frozen),
+  // kInvalidArgument for a bad number, kNotFound for an unknown sandbox.
+  virtual Status Signal(const std::string& id, int signal) = 0;
+
   // Writes/reads a file inside the sandbox (resolved in its root; symlinks
   // cannot lead out). kNotFound for an unknown sandbox or missing file.
   virtual Status PutFile(const std::string& id, const std::string& path, std::string_view data,

@@ -1,5 +1,7 @@
 #include "sandbox/api/wire.h"
 
+#include <signal.h>
+
 #include <algorithm>
 
 #include "common/config.h"
@@ -165,6 +167,36 @@ Result<ExecResult> ExecResultFromJson(const JsonView& body) {
   FR_ASSIGN_OR_RETURN(result.duration_ms, body.GetDouble("duration_ms", 0));
   return result;
 }
+
+Result<int> SignalFromJson(const JsonView& body) {
+  static constexpr struct {
+    const char* name;
+    int number;
+  } kNames[] = {{"SIGHUP", SIGHUP},   {"SIGINT", SIGINT},   {"SIGQUIT", SIGQUIT},
+                {"SIGKILL", SIGKILL}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},
+                {"SIGTERM", SIGTERM}, {"SIGCONT", SIGCONT}, {"SIGSTOP", SIGSTOP}};
+  FR_RETURN_IF_ERROR(body.ExpectObject());
+  FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"signal"}));
+  FR_ASSIGN_OR_RETURN(JsonView field, body.Get("signal"));
+  if (field.value().is_string()) {
+    FR_ASSIGN_OR_RETURN(std::string name, field.AsString());
+    for (const auto& known : kNames) {
+      if (name == known.name) return known.number;
+    }
+    std::string expected;
+    for (const auto& known : kNames) expected += std::string(expected.empty() ? "" : ", ") + known.name;
+    return Status::InvalidArgument(field.path() + ": unknown signal name \"" + name + "\" (expected one of " +
+                                   expected + ", or a number 1.." + std::to_string(Manager::kMaxSignal) + ")");
+  }
+  FR_ASSIGN_OR_RETURN(int64_t number, field.AsInt());
+  if (number < 1 || number > Manager::kMaxSignal) {
+    return Status::InvalidArgument(field.path() + ": " + std::to_string(number) + " is not a signal number (1.." +
+                                   std::to_string(Manager::kMaxSignal) + ")");
+  }
+  return static_cast<int>(number);
+}
+
+Json SignalToJson(int signal) { return {{"signal", signal}}; }
 
 Json EventPageToJson(const EventPage& page) {
   Json events = Json::array();

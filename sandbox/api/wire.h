@@ -11,6 +11,10 @@
 // Exec request fields: cmd (required, non-empty string array), env, cwd,
 // timeout (as ttl), max_output_bytes.
 //
+// A signal request: {"signal": "SIGTERM"} or {"signal": 15}; the names
+// SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGUSR1, SIGUSR2, SIGTERM, SIGCONT and
+// SIGSTOP, or a number 1..64.
+//
 // An event page: {"events": [{"seq", "kind", "detail", "time_ms"}, ...],
 // "cursor": next cursor, "closed": bool}, kind as EventKindName.
 //
@@ -50,6 +54,11 @@ Json ExecCallToJson(const ExecCall& call);
 // replaced by U+FFFD (use the files API for binary output).
 Json ExecResultToJson(const ExecResult& result);
 Result<ExecResult> ExecResultFromJson(const JsonView& body);
+
+// The signal number of a signal request; kInvalidArgument naming the field
+// and value ("body.signal: unknown signal name \"SIGFOO\"").
+Result<int> SignalFromJson(const JsonView& body);
+Json SignalToJson(int signal);
 
 Json EventPageToJson(const EventPage& page);
 // `id` fills each event's sandbox_id (the wire form leaves it out).

@@ -172,13 +172,20 @@ done:
   send_header(FR_INIT_STARTED, h->exec_id, pid > 0 ? pid : -1, err);
 }
 
+/* Only an exec that is running (started, not yet reaped) is signalled: a
+ * signal for an id that never started or has ended is stale (the manager
+ * sends without waiting for the exec) and is ignored, so it can never reach
+ * a later command. The command leads its own session and process group
+ * (setsid above) and a session leader cannot leave its group, so killing
+ * the group reaches it once: a second kill of the pid would deliver a
+ * queued real-time signal twice. */
 static void handle_signal(const struct fr_init_header* h) {
   int sig = h->value;
-  if (sig <= 0 || sig >= 65) return;
+  if (sig <= 0 || sig > 64) return;
   for (int i = 0; i < MAX_EXECS; ++i) {
     if (g_running[i].pid > 0 && g_running[i].exec_id == h->exec_id) {
       kill(-g_running[i].pid, sig);
-      kill(g_running[i].pid, sig);
+      return;
     }
   }
 }

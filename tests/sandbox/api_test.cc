@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -281,6 +282,30 @@ TEST_P(SandboxServiceTest, ExecTimeoutIsAnEvent) {
   EXPECT_TRUE(service_->Destroy(id).ok());
 }
 
+TEST_P(SandboxServiceTest, SignalStopsTheRunningExec) {
+  const std::string id = CreateOrDie();
+  EXPECT_EQ(service_->Signal(id, SIGTERM).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(service_->Signal(id, 99).code(), Code::kInvalidArgument);
+  EXPECT_EQ(service_->Signal("fr-1-1-424242", SIGTERM).code(), Code::kNotFound);
+  const auto start = std::chrono::steady_clock::now();
+  auto exec = std::async(std::launch::async, [&] { return service_->Exec(id, Call({"/bin/sleep", "30"})); });
+  // kFailedPrecondition until the exec has started.
+  Status sent;
+  do {
+    std::this_thread::sleep_for(milliseconds(5));
+    sent = service_->Signal(id, SIGKILL);
+  } while (sent.code() == Code::kFailedPrecondition &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  ASSERT_TRUE(sent.ok()) << sent.ToString();
+  auto result = exec.get();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(result->signal, SIGKILL);
+  EXPECT_EQ(result->exit_code, 128 + SIGKILL);
+  EXPECT_FALSE(result->timed_out);
+  EXPECT_TRUE(service_->Destroy(id).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, SandboxServiceTest, ::testing::Values("http", "local"),
                          [](const auto& info) { return info.param; });
 
@@ -385,6 +410,8 @@ TEST_F(ApiHttpTest, UnknownSandboxIs404) {
   ExpectError(*http_, HttpMethod::kPost, base + "/freeze", "", 404, Code::kNotFound);
   ExpectError(*http_, HttpMethod::kDelete, base, "", 404, Code::kNotFound);
   ExpectError(*http_, HttpMethod::kGet, base + "/events", "", 404, Code::kNotFound);
+  ExpectError(*http_, HttpMethod::kPost, base + "/signal", R"({"signal": "SIGTERM"})", 404, Code::kNotFound,
+              "fr-1-1-424242");
 }
 
 TEST_F(ApiHttpTest, OversizedBodyIs413) {
@@ -406,6 +433,46 @@ TEST_F(ApiHttpTest, FrozenExecIs409) {
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   EXPECT_EQ((*events)["events"][0]["kind"], "created");
   EXPECT_EQ((*events)["cursor"], (*events)["events"].back()["seq"]);
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+}
+
+TEST_F(ApiHttpTest, SignalTakesNamesAndNumbers) {
+  const std::string id = CreateViaHttp();
+  ASSERT_FALSE(id.empty());
+  const std::string signal = "/v1/sandboxes/" + id + "/signal";
+  ExpectError(*http_, HttpMethod::kPost, signal, R"({"signal": "SIGTERM"})", 409, Code::kFailedPrecondition,
+              "no exec is running");
+  ExpectError(*http_, HttpMethod::kPost, signal, R"({"signal": "SIGFOO"})", 400, Code::kInvalidArgument,
+              "body.signal: unknown signal name \"SIGFOO\"");
+  ExpectError(*http_, HttpMethod::kPost, signal, R"({"signal": 65})", 400, Code::kInvalidArgument, "body.signal: 65");
+  ExpectError(*http_, HttpMethod::kPost, signal, R"({"signal": true})", 400, Code::kInvalidArgument, "body.signal");
+  ExpectError(*http_, HttpMethod::kPost, signal, "{}", 400, Code::kInvalidArgument, "body.signal");
+  ExpectError(*http_, HttpMethod::kPost, signal, R"({"signal": 15, "pid": 1})", 400, Code::kInvalidArgument, "pid");
+  auto metrics = http_->Get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_NE(metrics->body.find("flashroll_sandbox_failures_total{op=\"signal\"} 6\n"), std::string::npos)
+      << metrics->body;
+
+  for (const Json& request : {Json{{"signal", "SIGUSR2"}}, Json{{"signal", SIGUSR2}}}) {
+    auto exec = std::async(std::launch::async, [&] {
+      return http_->PostJson("/v1/sandboxes/" + id + "/exec", Json{{"cmd", {"/bin/sleep", "30"}}});
+    });
+    const auto start = std::chrono::steady_clock::now();
+    Result<HttpResponse> reply = Status::Internal("unset");
+    do {
+      std::this_thread::sleep_for(milliseconds(5));
+      reply = http_->Send(HttpMethod::kPost, signal, DumpJson(request), "application/json");
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    } while (reply->status == 409 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    EXPECT_EQ(reply->status, 200) << reply->body;
+    auto replied = ParseJson(reply->body);
+    ASSERT_TRUE(replied.ok()) << reply->body;
+    EXPECT_EQ((*replied)["signal"], SIGUSR2) << reply->body;
+    auto result = exec.get();
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    EXPECT_EQ((*result)["signal"], SIGUSR2) << DumpJson(request);
+    EXPECT_EQ((*result)["exit_code"], 128 + SIGUSR2);
+  }
   ASSERT_TRUE(manager_->Destroy(id).ok());
 }
 

@@ -1,6 +1,12 @@
 // The sandbox API's JSON wire format (sandbox/api/wire.h): what a client
 // sends is what the server parses, and bad input names its field. No root
 // needed.
+#include <signal.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "common/json.h"
@@ -156,6 +162,49 @@ TEST(ApiWireTest, EventPageRoundTrips) {
   bad["events"][0]["kind"] = "exploded";
   EXPECT_NE(EventPageFromJson(JsonView(bad, "reply"), "x").status().message().find("reply.events[0].kind"),
             std::string::npos);
+}
+
+Result<int> ParseSignal(const std::string& text) {
+  auto json = ParseJson(text);
+  EXPECT_TRUE(json.ok()) << text;
+  if (!json.ok()) return json.status();
+  const Json value = *json;
+  return SignalFromJson(JsonView(value, "body"));
+}
+
+// The parsed signal number, or -1 on error.
+int SignalOf(const std::string& text) {
+  auto parsed = ParseSignal(text);
+  EXPECT_TRUE(parsed.ok()) << text << ": " << parsed.status().ToString();
+  return parsed.ok() ? *parsed : -1;
+}
+
+TEST(ApiWireTest, SignalByNameOrNumber) {
+  EXPECT_EQ(SignalOf(R"({"signal": "SIGTERM"})"), SIGTERM);
+  EXPECT_EQ(SignalOf(R"({"signal": "SIGKILL"})"), SIGKILL);
+  EXPECT_EQ(SignalOf(R"({"signal": "SIGSTOP"})"), SIGSTOP);
+  EXPECT_EQ(SignalOf(R"({"signal": 10})"), 10);
+  EXPECT_EQ(SignalOf(R"({"signal": 64})"), 64);
+  const Json wire = SignalToJson(SIGUSR1);
+  auto back = SignalFromJson(JsonView(wire, "body"));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, SIGUSR1);
+
+  for (const auto& [text, needle] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"signal": "SIGFOO"})", "body.signal: unknown signal name \"SIGFOO\""},
+           {R"({"signal": "term"})", "\"term\""},
+           {R"({"signal": 0})", "body.signal: 0 is not a signal number"},
+           {R"({"signal": 65})", "body.signal: 65"},
+           {R"({"signal": -9})", "body.signal: -9"},
+           {R"({"signal": 1.5})", "body.signal"},
+           {R"({})", "body.signal: missing"},
+           {R"({"signal": 9, "sig": 9})", "\"sig\""},
+           {"[9]", "body"}}) {
+    auto parsed = ParseSignal(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_EQ(parsed.status().code(), Code::kInvalidArgument) << text;
+    EXPECT_NE(parsed.status().message().find(needle), std::string::npos) << text << ": " << parsed.status().ToString();
+  }
 }
 
 TEST(ApiWireTest, UrlEncodeKeepsPathsReadable) {
