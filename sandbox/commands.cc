@@ -45,7 +45,9 @@ int RunCommand(const std::vector<std::string>& args) {
   FlagParser flags("flashroll sandbox run [flags] -- CMD ARGS...",
                    "Runs CMD in a fresh sandbox with stdin, stdout and stderr passed through, and exits with its "
                    "exit code (124 on timeout, 137 when killed for memory). Nothing is left behind.");
-  flags.String("--image", &image, "host, busybox or a directory used as the read-only root (default host)");
+  flags.String("--image", &image,
+               "host, busybox, a directory used as the read-only root, or an OCI image layout DIR[:REF] "
+               "(default host)");
   flags.String("--net", &net, "none (loopback only) or policy (egress allow rules)");
   flags.List("--allow", &allow, "IP[/N]:PORT egress allowed with --net policy (repeatable)");
   flags.String("--memory", &memory, "memory limit, e.g. 256M");

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <random>
 
+#include "sandbox/oci_image.h"
+#include "sandbox/oci_layout.h"
+
 namespace flashroll::sandbox {
 
 namespace {
@@ -189,7 +192,13 @@ Result<ImageLayout> ResolveImage(const SandboxSpec& spec) {
       struct stat st {};
       if (::stat(spec.image_dir.c_str(), &st) != 0) return Status::FromErrno(errno, "image: stat " + spec.image_dir);
       if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("image " + spec.image_dir + ": not a directory");
-      layout.lower = spec.image_dir;
+      if (IsOciLayout(spec.image_dir)) {
+        Result<std::string> root = EnsureOciImage(spec.image_dir, spec.image_ref, OciImageOptions());
+        if (!root.ok()) return root.status().Wrap("image " + spec.image_dir);
+        layout.lower = *root;
+      } else {
+        layout.lower = spec.image_dir;
+      }
       break;
     }
   }

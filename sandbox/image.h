@@ -6,10 +6,14 @@
 //           and git need. Secrets such as /etc/shadow are not bound.
 //  busybox  a tree built once under /var/lib/flashroll/images/busybox from
 //           Debian's busybox-static: /bin/busybox plus one link per applet.
-//  DIR      any directory tree, used as the lower layer as it is.
+//  DIR      an OCI image layout (a directory with an `oci-layout` file): its
+//           layers unpacked once under /var/lib/flashroll/images/oci/
+//           (sandbox/oci_image.h); any other directory tree is used as the
+//           lower layer as it is.
 //
 // Thread safety: ResolveImage may be called from any thread and process;
-// the busybox tree is built in a temporary directory and renamed into place.
+// the busybox and OCI trees are built in temporary directories and renamed
+// into place.
 #pragma once
 
 #include <string>
@@ -27,7 +31,8 @@ struct ImageLayout {
 };
 
 // Returns the layout of spec.image. kNotFound when the busybox binary or
-// the directory is missing; kIoError when building the busybox tree fails.
+// the directory is missing; kIoError when building the busybox tree fails;
+// for an OCI layout, the error of EnsureOciImage, naming the file and field.
 Result<ImageLayout> ResolveImage(const SandboxSpec& spec);
 
 // Where the busybox tree lives (built on first use).

@@ -6,6 +6,7 @@
 
 #include <charconv>
 
+#include "sandbox/oci_layout.h"
 #include "sandbox/seccomp.h"
 
 namespace flashroll::sandbox {
@@ -29,6 +30,7 @@ bool SafeMountPath(const std::string& path) {
 }  // namespace
 
 Status ParseImage(std::string_view text, SandboxSpec* spec) {
+  spec->image_ref.clear();
   if (text == "host") {
     spec->image = ImageKind::kHost;
     spec->image_dir.clear();
@@ -43,11 +45,23 @@ Status ParseImage(std::string_view text, SandboxSpec* spec) {
   if (dir.empty() || dir[0] != '/') {
     return Status::InvalidArgument("image '" + dir + "': expected host, busybox or an absolute directory");
   }
+  // An image directory may not contain ':' (ValidateSpec), so the first one
+  // starts the reference, which may itself contain ':'.
+  std::string ref;
+  if (const size_t colon = dir.find(':'); colon != std::string::npos) {
+    ref = dir.substr(colon + 1);
+    dir.resize(colon);
+    if (ref.empty()) return Status::InvalidArgument("image '" + std::string(text) + "': empty reference after ':'");
+  }
   struct stat st {};
   if (stat(dir.c_str(), &st) != 0) return Status::FromErrno(errno, "image: stat " + dir);
   if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument("image " + dir + ": not a directory");
+  if (!ref.empty() && !IsOciLayout(dir)) {
+    return Status::InvalidArgument("image " + dir + ": :" + ref + " needs an OCI image layout (no oci-layout file)");
+  }
   spec->image = ImageKind::kDirectory;
   spec->image_dir = dir;
+  spec->image_ref = ref;
   return Status::Ok();
 }
 

@@ -40,7 +40,8 @@ struct AllowRule {
 
 struct SandboxSpec {
   ImageKind image = ImageKind::kHost;
-  std::string image_dir;  // kDirectory: absolute path of the lower layer
+  std::string image_dir;  // kDirectory: absolute path of the lower layer or OCI image layout
+  std::string image_ref;  // an OCI layout's org.opencontainers.image.ref.name; empty: its default
 
   NetMode net = NetMode::kNone;
   std::vector<AllowRule> allow;  // only with NetMode::kPolicy
@@ -65,8 +66,10 @@ struct SandboxSpec {
   std::string seccomp = "default";
 };
 
-// "host", "busybox" or an absolute directory path. Sets spec->image and
-// spec->image_dir. Returns kInvalidArgument for a relative path, kNotFound
+// "host", "busybox", an absolute directory path, or "DIR:REF" for the image
+// of the OCI layout DIR whose ref.name annotation is REF. Sets spec->image,
+// spec->image_dir and spec->image_ref. Returns kInvalidArgument for a
+// relative path or a REF on a directory that is no OCI layout, kNotFound
 // when the directory does not exist.
 Status ParseImage(std::string_view text, SandboxSpec* spec);
 

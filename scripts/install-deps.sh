@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache git
   libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libsqlite3-dev sqlite3
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
-  libseccomp-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev
+  libseccomp-dev libarchive-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev
   busybox-static iproute2 crun runc bubblewrap
 )
 

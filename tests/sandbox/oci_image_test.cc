@@ -1,0 +1,467 @@
+// OCI image layouts as sandbox images (sandbox/oci_image.h, oci_layout.h,
+// oci_layer.h): layouts are built here, layer by layer, with libarchive.
+#include <archive.h>
+#include <archive_entry.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "sandbox/image.h"
+#include "sandbox/oci_image.h"
+#include "sandbox/sha256.h"
+#include "tests/cli/run_flashroll.h"
+#include "tests/sandbox/sandbox_fixture.h"
+
+namespace flashroll::sandbox {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TarEntry {
+  std::string path;
+  mode_t type = AE_IFREG;  // AE_IFREG, AE_IFDIR, AE_IFLNK or AE_IFCHR (ignored with `hardlink`)
+  std::string data;        // file contents, or the symlink target
+  mode_t perm = 0644;
+  std::string hardlink;
+};
+
+la_ssize_t AppendToString(struct archive*, void* out, const void* data, size_t size) {
+  static_cast<std::string*>(out)->append(static_cast<const char*>(data), size);
+  return static_cast<la_ssize_t>(size);
+}
+
+// A tar archive of `entries`, compressed with `filter` (ARCHIVE_FILTER_*).
+std::string MakeTar(const std::vector<TarEntry>& entries, int filter = ARCHIVE_FILTER_NONE) {
+  std::string out;
+  struct archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  EXPECT_EQ(archive_write_add_filter(a, filter), ARCHIVE_OK);
+  archive_write_set_bytes_in_last_block(a, 1);
+  EXPECT_EQ(archive_write_open(a, &out, nullptr, AppendToString, nullptr), ARCHIVE_OK);
+  for (const TarEntry& e : entries) {
+    struct archive_entry* entry = archive_entry_new();
+    archive_entry_set_pathname(entry, e.path.c_str());
+    archive_entry_set_perm(entry, e.perm);
+    if (!e.hardlink.empty()) {
+      archive_entry_set_filetype(entry, AE_IFREG);
+      archive_entry_set_hardlink(entry, e.hardlink.c_str());
+    } else {
+      archive_entry_set_filetype(entry, e.type);
+    }
+    if (e.type == AE_IFLNK) archive_entry_set_symlink(entry, e.data.c_str());
+    if (e.type == AE_IFCHR) archive_entry_set_rdev(entry, makedev(1, 3));
+    if (e.type == AE_IFREG && e.hardlink.empty()) archive_entry_set_size(entry, static_cast<la_int64_t>(e.data.size()));
+    EXPECT_EQ(archive_write_header(a, entry), ARCHIVE_OK) << e.path << ": " << archive_error_string(a);
+    if (e.type == AE_IFREG && e.hardlink.empty() && !e.data.empty()) {
+      EXPECT_EQ(archive_write_data(a, e.data.data(), e.data.size()), static_cast<la_ssize_t>(e.data.size()));
+    }
+    archive_entry_free(entry);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  return out;
+}
+
+std::string HexSha256(const std::string& data) {
+  Sha256 sha;
+  sha.Update(data.data(), data.size());
+  auto hex = sha.HexDigest();
+  EXPECT_TRUE(hex.ok());
+  return hex.ok() ? *hex : std::string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+struct Layer {
+  std::string data;
+  std::string media_type;
+};
+
+// An OCI image layout in a fresh temporary directory, removed at the end.
+class LayoutBuilder {
+ public:
+  LayoutBuilder() {
+    char dir[] = "/tmp/flashroll-oci-XXXXXX";
+    EXPECT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    fs::create_directories(dir_ + "/blobs/sha256");
+  }
+  ~LayoutBuilder() { fs::remove_all(dir_); }
+
+  const std::string& dir() const { return dir_; }
+
+  // Writes a blob; returns its digest's hex.
+  std::string AddBlob(const std::string& data) {
+    const std::string hex = HexSha256(data);
+    WriteFile(dir_ + "/blobs/sha256/" + hex, data);
+    return hex;
+  }
+
+  // Writes the config, the manifest, index.json and oci-layout; returns the
+  // manifest digest's hex. The config carries a nonce so that every layout
+  // (and so every cache entry) of a test run is new.
+  std::string Write(const std::vector<Layer>& layers) {
+    std::random_device rd;
+    const std::string config = R"({"architecture":"amd64","os":"linux","nonce":")" + std::to_string(rd()) + "\"}";
+    Json manifest = {{"schemaVersion", 2},
+                     {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                     {"config", Descriptor("application/vnd.oci.image.config.v1+json", config)},
+                     {"layers", Json::array()}};
+    for (const Layer& layer : layers) manifest["layers"].push_back(Descriptor(layer.media_type, layer.data));
+    const std::string manifest_text = manifest.dump();
+    const Json entry = Descriptor("application/vnd.oci.image.manifest.v1+json", manifest_text);
+    Json index = {{"schemaVersion", 2}, {"manifests", Json::array({entry})}};
+    index["manifests"][0]["platform"] = {{"os", "linux"}, {"architecture", "amd64"}};
+    WriteFile(dir_ + "/index.json", index.dump());
+    WriteFile(dir_ + "/oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
+    return HexSha256(manifest_text);
+  }
+
+ private:
+  Json Descriptor(const std::string& media_type, const std::string& data) {
+    return {{"mediaType", media_type}, {"digest", "sha256:" + AddBlob(data)}, {"size", data.size()}};
+  }
+
+  std::string dir_;
+};
+
+constexpr char kTar[] = "application/vnd.oci.image.layer.v1.tar";
+constexpr char kTarGzip[] = "application/vnd.oci.image.layer.v1.tar+gzip";
+constexpr char kTarZstd[] = "application/vnd.oci.image.layer.v1.tar+zstd";
+
+// The test image: busybox with a shell, a greeting, and a second layer that
+// deletes, replaces and adds files.
+std::vector<Layer> BusyboxLayers(const std::string& escape_name) {
+  const std::string busybox = ReadFile("/bin/busybox");
+  EXPECT_FALSE(busybox.empty()) << "/bin/busybox (Debian's busybox-static) is needed";
+  std::vector<TarEntry> base = {
+      {"bin/", AE_IFDIR, "", 0755, ""},
+      {"bin/busybox", AE_IFREG, busybox, 0755, ""},
+      {"bin/sh", AE_IFLNK, "busybox", 0777, ""},
+      {"bin/ls", AE_IFLNK, "busybox", 0777, ""},
+      {"bin/cat", AE_IFLNK, "busybox", 0777, ""},
+      {"./etc/greeting", AE_IFREG, "hello from layer 1\n", 0644, ""},
+      {"to-delete", AE_IFREG, "doomed\n", 0644, ""},
+      {"opaque/old", AE_IFREG, "lower\n", 0644, ""},
+      {"suid", AE_IFREG, "x", 04755, ""},
+      {"dev/null-ish", AE_IFCHR, "", 0666, ""},
+      {"hostroot", AE_IFLNK, "/", 0777, ""},
+      {"tmp/", AE_IFDIR, "", 01777, ""},
+  };
+  std::vector<TarEntry> top = {
+      {".wh.to-delete", AE_IFREG, "", 0644, ""},
+      {"opaque/.wh..wh..opq", AE_IFREG, "", 0644, ""},
+      {"opaque/new", AE_IFREG, "upper\n", 0644, ""},
+      {"etc/added", AE_IFREG, "new in layer 2\n", 0600, ""},
+      {"etc/greeting-link", AE_IFREG, "", 0644, "etc/greeting"},
+      // Through the symlink "hostroot" -> "/": must land in the image's root.
+      {"hostroot/" + escape_name, AE_IFREG, "confined\n", 0644, ""},
+  };
+  return {{MakeTar(base), kTar}, {MakeTar(top, ARCHIVE_FILTER_GZIP), kTarGzip}};
+}
+
+std::string RandomName(const std::string& prefix) {
+  std::random_device rd;
+  return prefix + std::to_string(rd());
+}
+
+// Entries of the cache directory whose names contain `text`.
+std::vector<std::string> CacheEntriesWith(const std::string& cache, const std::string& text) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(cache, ec)) {
+    if (entry.path().filename().string().find(text) != std::string::npos) found.push_back(entry.path());
+  }
+  return found;
+}
+
+class OciImageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "OCI image tests need root (the cache under /var/lib/flashroll)";
+    char dir[] = "/tmp/flashroll-oci-cache-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    options_.cache_dir = dir;
+  }
+  void TearDown() override {
+    if (!options_.cache_dir.empty() && options_.cache_dir != kOciImageCacheDir) fs::remove_all(options_.cache_dir);
+  }
+
+  // Unpacks a one-layer image made of `entries` into the test's own cache.
+  Result<std::string> UnpackOne(LayoutBuilder* layout, const std::vector<TarEntry>& entries) {
+    layout->Write({{MakeTar(entries), kTar}});
+    return EnsureOciImage(layout->dir(), "", options_);
+  }
+
+  OciImageOptions options_;
+};
+
+TEST_F(OciImageTest, ResolveImageUnpacksLayersWithWhiteoutsOnceIntoTheCache) {
+  LayoutBuilder layout;
+  const std::string escape_name = RandomName("flashroll-oci-escape-");
+  const std::string manifest_hex = layout.Write(BusyboxLayers(escape_name));
+  const std::string cached = std::string(kOciImageCacheDir) + "/" + manifest_hex;
+  SandboxSpec spec;
+  ASSERT_TRUE(ParseImage(layout.dir(), &spec).ok());
+
+  auto image = ResolveImage(spec);
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  EXPECT_EQ(image->lower, cached);
+  const std::string& root = image->lower;
+  EXPECT_EQ(ReadFile(root + "/etc/greeting"), "hello from layer 1\n");
+  EXPECT_EQ(ReadFile(root + "/etc/added"), "new in layer 2\n");
+  EXPECT_EQ(ReadFile(root + "/bin/busybox"), ReadFile("/bin/busybox"));
+  EXPECT_EQ(fs::read_symlink(root + "/bin/sh"), "busybox");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root + "/to-delete")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root + "/.wh.to-delete")));
+  EXPECT_FALSE(fs::exists(root + "/opaque/old"));
+  EXPECT_EQ(ReadFile(root + "/opaque/new"), "upper\n");
+  EXPECT_FALSE(fs::exists(root + "/opaque/.wh..wh..opq"));
+  struct stat st {};
+  ASSERT_EQ(::stat((root + "/etc/greeting-link").c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 2u);  // a hard link to etc/greeting
+  ASSERT_EQ(::stat((root + "/suid").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);  // setuid dropped
+  ASSERT_EQ(::stat((root + "/etc/added").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::stat((root + "/tmp").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 01777u);
+  ASSERT_EQ(::stat(root.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root + "/dev/null-ish")));  // device nodes are skipped
+  // The symlink to "/" resolved inside the image, not on the host.
+  EXPECT_FALSE(fs::exists("/" + escape_name));
+  EXPECT_EQ(ReadFile(root + "/" + escape_name), "confined\n");
+  EXPECT_TRUE(CacheEntriesWith(kOciImageCacheDir, ".unpack-" + manifest_hex.substr(0, 12)).empty());
+
+  // A second resolve reuses the tree: a marker left in it survives.
+  WriteFile(root + "/marker", "kept");
+  auto again = ResolveImage(spec);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->lower, cached);
+  EXPECT_EQ(ReadFile(cached + "/marker"), "kept");
+  fs::remove_all(cached);
+}
+
+class OciImageSandboxTest : public SandboxFixture {};
+
+TEST_F(OciImageSandboxTest, SandboxRunsInTheUnpackedImage) {
+  LayoutBuilder layout;
+  const std::string manifest_hex = layout.Write(BusyboxLayers(RandomName("flashroll-oci-escape-")));
+  SandboxSpec spec;
+  ASSERT_TRUE(ParseImage(layout.dir(), &spec).ok());
+  const std::string id = CreateOrDie(spec);
+  ASSERT_FALSE(id.empty());
+  ExecResult r = Sh(id, "cat /etc/greeting /opaque/new; ls /opaque; ls /to-delete");
+  EXPECT_EQ(r.stdout_data, "hello from layer 1\nupper\nnew\n");
+  EXPECT_NE(r.stderr_data.find("to-delete"), std::string::npos) << r.stderr_data;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(manager_->Destroy(id).ok());
+
+  // The CLI takes the same directory.
+  const auto cli = flashroll::testing::RunFlashroll("sandbox run --image " + layout.dir() +
+                                                    " -- /bin/sh -c 'cat /etc/added; ls /to-delete'");
+  EXPECT_EQ(cli.exit_code, 1) << cli.output;
+  EXPECT_NE(cli.output.find("new in layer 2\n"), std::string::npos) << cli.output;
+  EXPECT_NE(cli.output.find("to-delete"), std::string::npos) << cli.output;
+  fs::remove_all(std::string(kOciImageCacheDir) + "/" + manifest_hex);
+}
+
+TEST_F(OciImageTest, TamperedBlobFailsWithDigestMismatchAndLeavesNothing) {
+  LayoutBuilder layout;
+  const std::string layer = MakeTar({{"etc/greeting", AE_IFREG, "hello\n", 0644, ""}});
+  const std::string manifest_hex = layout.Write({{layer, kTar}});
+  const std::string layer_hex = HexSha256(layer);
+  std::string tampered = layer;
+  tampered[512] ^= 1;  // the first byte of the file's contents
+  WriteFile(layout.dir() + "/blobs/sha256/" + layer_hex, tampered);
+
+  auto root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(root.status().message().find("blobs/sha256/" + layer_hex + " (layer 1 of 1): digest mismatch"),
+            std::string::npos)
+      << root.status().ToString();
+  EXPECT_FALSE(fs::exists(options_.cache_dir + "/" + manifest_hex));
+  EXPECT_TRUE(CacheEntriesWith(options_.cache_dir, manifest_hex.substr(0, 12)).empty());
+
+  // Through ResolveImage, the message names the image too.
+  SandboxSpec spec;
+  ASSERT_TRUE(ParseImage(layout.dir(), &spec).ok());
+  auto image = ResolveImage(spec);
+  ASSERT_FALSE(image.ok());
+  EXPECT_EQ(image.status().message().rfind("image " + layout.dir() + ": blobs/sha256/" + layer_hex, 0), 0u)
+      << image.status().ToString();
+  EXPECT_FALSE(fs::exists(std::string(kOciImageCacheDir) + "/" + manifest_hex));
+  EXPECT_TRUE(CacheEntriesWith(kOciImageCacheDir, manifest_hex.substr(0, 12)).empty());
+}
+
+TEST_F(OciImageTest, TamperedManifestFailsWithDigestMismatch) {
+  LayoutBuilder layout;
+  const std::string manifest_hex = layout.Write({{MakeTar({{"a", AE_IFREG, "a", 0644, ""}}), kTar}});
+  const std::string path = layout.dir() + "/blobs/sha256/" + manifest_hex;
+  std::string manifest = ReadFile(path);
+  manifest[manifest.size() - 1] = ' ';  // same size, different bytes
+  WriteFile(path, manifest);
+  auto root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().message().rfind("blobs/sha256/" + manifest_hex + ": digest mismatch", 0), 0u)
+      << root.status().ToString();
+}
+
+TEST_F(OciImageTest, EntriesLeavingTheImageAreRejected) {
+  for (const std::string bad : {"../escape", "a/../../escape", "/etc/escape"}) {
+    LayoutBuilder layout;
+    auto root = UnpackOne(&layout, {{"ok", AE_IFREG, "fine", 0644, ""}, {bad, AE_IFREG, "evil", 0644, ""}});
+    ASSERT_FALSE(root.ok()) << bad;
+    EXPECT_EQ(root.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(root.status().message().find("entry " + bad + ": "), std::string::npos) << root.status().ToString();
+    EXPECT_FALSE(fs::exists(options_.cache_dir + "/escape"));
+    EXPECT_FALSE(fs::exists("/tmp/escape"));
+    EXPECT_TRUE(CacheEntriesWith(options_.cache_dir, "").empty()) << bad;  // nothing partial left behind
+  }
+}
+
+TEST_F(OciImageTest, HardlinkTargetsStayInside) {
+  LayoutBuilder layout;
+  auto root = UnpackOne(&layout, {{"passwd", AE_IFREG, "", 0644, "../../etc/passwd"}});
+  ASSERT_FALSE(root.ok());
+  EXPECT_NE(root.status().message().find("hardlink target"), std::string::npos) << root.status().ToString();
+}
+
+TEST_F(OciImageTest, UnpackedSizeIsCapped) {
+  LayoutBuilder layout;
+  options_.max_bytes = 1000;
+  auto root = UnpackOne(&layout, {{"small", AE_IFREG, std::string(600, 'a'), 0644, ""},
+                                  {"big", AE_IFREG, std::string(600, 'b'), 0644, ""}});
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(root.status().message().find("entry big"), std::string::npos) << root.status().ToString();
+  EXPECT_TRUE(CacheEntriesWith(options_.cache_dir, "").empty());
+}
+
+TEST_F(OciImageTest, BadDescriptorsNameTheFileAndField) {
+  LayoutBuilder layout;
+  layout.Write({{MakeTar({{"a", AE_IFREG, "a", 0644, ""}}), kTar}});
+  Json index = ParseJson(ReadFile(layout.dir() + "/index.json")).value();
+  index["manifests"][0]["digest"] = "md5:abc";
+  WriteFile(layout.dir() + "/index.json", index.dump());
+  auto root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().message(), "index.json: manifests[0].digest: not a sha256 digest");
+
+  index["manifests"][0]["platform"]["architecture"] = "s390x";
+  index["manifests"][0]["digest"] = "sha256:" + std::string(64, 'a');
+  WriteFile(layout.dir() + "/index.json", index.dump());
+  root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().message(), "index.json: no manifest for linux/amd64");
+
+  WriteFile(layout.dir() + "/oci-layout", R"({"imageLayoutVersion":"2.0.0"})");
+  root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().message().rfind("oci-layout: imageLayoutVersion: unsupported", 0), 0u)
+      << root.status().ToString();
+}
+
+TEST_F(OciImageTest, UnsupportedLayerMediaTypeIsNamed) {
+  LayoutBuilder layout;
+  const std::string manifest_hex = layout.Write({{MakeTar({{"a", AE_IFREG, "a", 0644, ""}}),
+                                                  "application/vnd.oci.image.layer.v1.tar+bzip2"}});
+  auto root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().message(), "blobs/sha256/" + manifest_hex +
+                                         ": layers[0].mediaType: unsupported "
+                                         "\"application/vnd.oci.image.layer.v1.tar+bzip2\"");
+}
+
+TEST_F(OciImageTest, ZstdLayersAndNestedPlatformIndexes) {
+  LayoutBuilder layout;
+  const std::string manifest_hex =
+      layout.Write({{MakeTar({{"etc/os", AE_IFREG, "zstd\n", 0644, ""}}, ARCHIVE_FILTER_ZSTD), kTarZstd}});
+  // index.json -> a multi-platform index blob -> the amd64 manifest, as
+  // `docker buildx` writes layouts.
+  Json amd64 = ParseJson(ReadFile(layout.dir() + "/index.json")).value()["manifests"][0];
+  Json arm64 = amd64;
+  arm64["platform"]["architecture"] = "arm64";
+  arm64["digest"] = "sha256:" + std::string(64, '0');
+  const std::string nested = Json{{"schemaVersion", 2}, {"manifests", Json::array({arm64, amd64})}}.dump();
+  const std::string nested_hex = layout.AddBlob(nested);
+  const Json outer = {{"mediaType", "application/vnd.oci.image.index.v1+json"},
+                      {"digest", "sha256:" + nested_hex},
+                      {"size", nested.size()}};
+  WriteFile(layout.dir() + "/index.json", Json{{"schemaVersion", 2}, {"manifests", Json::array({outer})}}.dump());
+  auto root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(*root, options_.cache_dir + "/" + manifest_hex);
+  EXPECT_EQ(ReadFile(*root + "/etc/os"), "zstd\n");
+
+  // A nested index is a blob like any other: its digest is checked.
+  WriteFile(layout.dir() + "/blobs/sha256/" + nested_hex, std::string(nested.size(), ' '));
+  fs::remove_all(*root);
+  root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().message().rfind("blobs/sha256/" + nested_hex + ": digest mismatch", 0), 0u)
+      << root.status().ToString();
+}
+
+TEST_F(OciImageTest, RefAnnotationSelectsTheManifest) {
+  LayoutBuilder layout;
+  const std::string manifest_hex = layout.Write({{MakeTar({{"a", AE_IFREG, "a", 0644, ""}}), kTar}});
+  LayoutBuilder other;
+  const std::string other_hex = other.Write({{MakeTar({{"b", AE_IFREG, "b", 0644, ""}}), kTar}});
+  // Two manifests without platforms, told apart by their ref.name only.
+  Json index = ParseJson(ReadFile(layout.dir() + "/index.json")).value();
+  index["manifests"][0].erase("platform");
+  index["manifests"][0]["annotations"] = {{"org.opencontainers.image.ref.name", "v1"}};
+  index["manifests"][1] = ParseJson(ReadFile(other.dir() + "/index.json")).value()["manifests"][0];
+  index["manifests"][1].erase("platform");
+  index["manifests"][1]["annotations"] = {{"org.opencontainers.image.ref.name", "repo:v2"}};
+  fs::copy(other.dir() + "/blobs/sha256", layout.dir() + "/blobs/sha256", fs::copy_options::skip_existing | fs::copy_options::recursive);
+  WriteFile(layout.dir() + "/index.json", index.dump());
+
+  auto root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().message(),
+            "index.json: manifests: 2 candidates and none names a platform; pick one with DIR:REF");
+  root = EnsureOciImage(layout.dir(), "v1", options_);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(*root, options_.cache_dir + "/" + manifest_hex);
+  EXPECT_EQ(ReadFile(*root + "/a"), "a");
+  root = EnsureOciImage(layout.dir(), "v3", options_);
+  ASSERT_FALSE(root.ok());
+  EXPECT_EQ(root.status().code(), Code::kNotFound);
+
+  // DIR:REF on the command line and in specs; the first ':' splits.
+  SandboxSpec spec;
+  ASSERT_TRUE(ParseImage(layout.dir() + ":repo:v2", &spec).ok());
+  EXPECT_EQ(spec.image_dir, layout.dir());
+  EXPECT_EQ(spec.image_ref, "repo:v2");
+  auto image = ResolveImage(spec);
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  EXPECT_EQ(image->lower, std::string(kOciImageCacheDir) + "/" + other_hex);
+  EXPECT_EQ(ReadFile(image->lower + "/b"), "b");
+  fs::remove_all(image->lower);
+  ASSERT_TRUE(ParseImage("busybox", &spec).ok());
+  EXPECT_EQ(spec.image_ref, "");
+  EXPECT_EQ(ParseImage(layout.dir() + ":", &spec).code(), Code::kInvalidArgument);
+  EXPECT_EQ(ParseImage("/usr:v1", &spec).code(), Code::kInvalidArgument);  // not an OCI layout
+}
+
+}  // namespace
+}  // namespace flashroll::sandbox
