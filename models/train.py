@@ -12,6 +12,9 @@ Runs on the GPU machine (PyTorch, transformers 5, tokenizers). Three subcommands
       for a fixed wall-clock budget; saves a Hugging Face directory in bf16 with
       the tokenizer, a training curve (curve.json) and reference logits for the
       engine's parity test (parity.json + parity_logits.bin).
+  parity --model DIR --data DEMOS.jsonl.gz
+      rewrites DIR's reference logits (three short prompts and one trajectory of
+      at least 1,024 tokens).
 
 The demonstrations come from `flashroll rollout demos` (tasks/ + rollout/), so the
 tool outputs in them are real. Training is reproducible from --seed up to GPU
@@ -21,6 +24,7 @@ non-determinism in reductions.
 import argparse
 import gzip
 import json
+import lzma
 import math
 import os
 import random
@@ -44,7 +48,7 @@ WINDOW = 2048
 
 
 def read_demos(path):
-    opener = gzip.open if path.endswith(".gz") else open
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(os.path.splitext(path)[1], open)
     with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
             demo = json.loads(line)
@@ -236,13 +240,23 @@ def cmd_train(args):
                    "trajectories_1024_or_longer": long_ones, "minutes": args.minutes, "seed": args.seed,
                    "held_out_loss": held_loss, "curve": curve}, f)
     try:
-        write_parity(args.out, held_out, tok)
+        write_parity(args.out, held_out, long_demo(demos, tok), tok)
     except Exception as e:  # the weights are saved; a parity failure must not lose them
         print(f"{args.arch}: parity references failed: {e!r}", flush=True)
 
 
-def write_parity(out_dir, demos, tok):
-    """Reference logits of the saved bf16 weights computed in float32 on the CPU."""
+def long_demo(demos, tok):
+    """The first trajectory of at least 1,024 tokens: parity must hold past the
+    short prompts too, where attention spans a long tool output."""
+    for d in demos:
+        if len(tok.encode(render(d["messages"])[0]).ids) >= 1024:
+            return d
+    raise ValueError("no trajectory of 1,024 tokens or more in the data")
+
+
+def write_parity(out_dir, demos, long_one, tok):
+    """Reference logits of the saved bf16 weights computed in float32 on the CPU:
+    three short prompts from `demos` and the whole of `long_one` but its last turn."""
     import torch
     import transformers
     model = transformers.AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32)
@@ -252,6 +266,7 @@ def write_parity(out_dir, demos, tok):
         text, _ = render(d["messages"][:3])
         prompts.append(tok.encode(text).ids)
     prompts.append(tok.encode(render(demos[2]["messages"][:2])[0] + "<|im_start|>assistant\n").ids)
+    prompts.append(tok.encode(render(long_one["messages"][:-1])[0] + "<|im_start|>assistant\n").ids)
     last = 16
     blobs, meta = [], []
     with torch.no_grad():
@@ -266,6 +281,15 @@ def write_parity(out_dir, demos, tok):
         f.write(b"".join(blobs))
     with open(os.path.join(out_dir, "parity.json"), "w") as f:
         json.dump({"vocab": model.config.vocab_size, "prompts": meta}, f)
+
+
+def cmd_parity(args):
+    """Rewrites the parity references of a saved model directory in place."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
+    demos = list(read_demos(args.data))
+    write_parity(args.model, demos[-64:], long_demo(demos, tok), tok)
+    print(f"parity references -> {args.model}", flush=True)
 
 
 def main():
@@ -284,8 +308,11 @@ def main():
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--lr", type=float, default=2e-3)
     r.add_argument("--batch", type=int, default=32)
+    q = sub.add_parser("parity")
+    q.add_argument("--model", required=True)
+    q.add_argument("--data", required=True)
     args = p.parse_args()
-    {"tokenizer": cmd_tokenizer, "train": cmd_train}[args.cmd](args)
+    {"tokenizer": cmd_tokenizer, "train": cmd_train, "parity": cmd_parity}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 // from the saved bf16 weights, in float32, on the CPU).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,8 @@ TEST_P(ShippedModelTest, FitsTheBudgetAndTheContextWindow) {
   auto model = Model::Load(dir);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_GE((*model)->config().max_position_embeddings, 4096);
+  // A tokenizer trained on the demonstrations, of a few thousand tokens.
+  EXPECT_GE((*model)->config().vocab_size, 2000);
 }
 
 TEST_P(ShippedModelTest, MatchesTransformers) {
@@ -45,7 +48,7 @@ TEST_P(ShippedModelTest, MatchesTransformers) {
   const int64_t vocab = meta["vocab"].get<int64_t>();
   ASSERT_EQ((*model)->config().vocab_size, vocab);
 
-  size_t offset = 0;
+  size_t offset = 0, longest = 0;
   for (const auto& prompt : meta["prompts"]) {
     const std::vector<int32_t> tokens = prompt["tokens"].get<std::vector<int32_t>>();
     const std::vector<int64_t> positions = prompt["logit_positions"].get<std::vector<int64_t>>();
@@ -63,6 +66,7 @@ TEST_P(ShippedModelTest, MatchesTransformers) {
       }
     }
     EXPECT_LE(max_diff, 1e-3) << name << ", prompt of " << tokens.size() << " tokens";
+    longest = std::max(longest, tokens.size());
 
     GenerateOptions options;
     options.max_tokens = static_cast<int64_t>(prompt["greedy"].size());
@@ -71,6 +75,9 @@ TEST_P(ShippedModelTest, MatchesTransformers) {
     EXPECT_EQ(*greedy, prompt["greedy"].get<std::vector<int32_t>>()) << name;
   }
   EXPECT_EQ(offset, blob.size());
+  // Parity must hold where attention spans a long tool output, not only on
+  // short prompts.
+  EXPECT_GE(longest, 1024u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ShippedModelTest, ::testing::Values("default", "default-moe"),
