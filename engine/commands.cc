@@ -147,7 +147,7 @@ int RunGenerate(const std::vector<std::string>& args) {
       "Generation stops after --max-tokens or at an end-of-sequence token the model names.");
   flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
   flags.String("--tokens", &tokens_text, "prompt token ids, separated by spaces");
-  flags.String("--prompt", &prompt, "prompt text (tokenised with the model's tokenizer)");
+  flags.String("--prompt", &prompt, "prompt text (tokenised with the model's tokenizer; special tokens such as <|im_start|> are recognised)");
   flags.Int("--max-tokens", &max_tokens, "tokens to generate at most (default 64)");
   flags.Double("--temperature", &temperature, "sampling temperature; 0 is greedy (default)");
   flags.Int("--seed", &seed, "random seed for sampling (default 0)");
@@ -192,7 +192,10 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (!tokenizer.ok()) return ReportFailure(tokenizer.status());
   const engine::Tokenizer& tok = **tokenizer;
   if (tok.add_bos() && tok.bos_id() >= 0) input.push_back(tok.bos_id());
-  tok.EncodeAppend(prompt, false, &input);
+  // Special tokens written in the prompt (<|im_start|>, ...) are those tokens,
+  // as transformers' tokenizer and llama.cpp read a prompt: a chat-formatted
+  // prompt then means what the model was trained on.
+  tok.EncodeAppend(prompt, /*parse_special=*/true, &input);
   if (tok.eos_id() >= 0) options.stop_tokens.push_back(tok.eos_id());
   for (int32_t id : tok.extra_eos_ids()) options.stop_tokens.push_back(id);
   engine::StreamingDecoder decoder(tok, /*skip_special=*/true);

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include "../cli/run_flashroll.h"
 #include "engine/models/model_tokenizer.h"
 #include "rollout/evaluation.h"
+#include "rollout/scaffold.h"
+#include "tasks/task.h"
 
 namespace flashroll {
 namespace {
@@ -42,6 +45,31 @@ TEST(DefaultModelTest, ToolCallFormatIsValidInEveryScaffold) {
   // At least one episode in the sample solves its task: the model is not
   // just producing well-formed noise.
   EXPECT_GT(report->total.successes, 0) << report->ToText();
+}
+
+std::string ShellQuoted(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The user-facing path: `flashroll generate --prompt` on a sample task's
+// ChatML prompt gives a first turn that parses as a tool call in every
+// scaffold (greedy, so the same text every run).
+TEST(DefaultModelTest, GenerateWritesAToolCallForASampleTask) {
+  const Task task = FindTaskFamily("inventory")->Generate(5, 2);
+  for (const Scaffold* scaffold : Scaffolds()) {
+    const std::string prompt = "<|im_start|>system\n" + scaffold->SystemPrompt(50) + "<|im_end|>\n<|im_start|>user\n" +
+                               task.prompt + "<|im_end|>\n<|im_start|>assistant\n";
+    const auto run = testing::RunFlashroll("generate --model models/default --max-tokens 300 --prompt " +
+                                           ShellQuoted(prompt));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    auto turn = scaffold->Parse(run.output);
+    ASSERT_TRUE(turn.ok()) << scaffold->name() << ": " << turn.status().ToString() << "\n" << run.output;
+    EXPECT_FALSE(turn->has_answer) << scaffold->name() << ": answered before looking\n" << run.output;
+    EXPECT_NE(turn->command.find(task.files.at(0).path), std::string::npos)
+        << scaffold->name() << ": the command should read the task's file\n" << run.output;
+  }
 }
 
 }  // namespace
