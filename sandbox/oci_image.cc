@@ -1,9 +1,11 @@
 #include "sandbox/oci_image.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
@@ -41,6 +43,20 @@ class TreeGuard {
   std::string path_;
 };
 
+// Removes the temporary trees of unpacks whose process is gone (killed
+// mid-unpack): ".unpack-<digest prefix>-<pid>-<random>".
+void RemoveAbandonedUnpacks(const std::string& cache_dir) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(cache_dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".unpack-", 0) != 0) continue;
+    const size_t pid_start = name.find('-', 8);
+    if (pid_start == std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::strtol(name.c_str() + pid_start + 1, nullptr, 10));
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) TreeGuard remove(entry.path().string());
+  }
+}
+
 }  // namespace
 
 Result<std::string> EnsureOciImage(const std::string& layout_dir, const std::string& ref,
@@ -52,6 +68,7 @@ Result<std::string> EnsureOciImage(const std::string& layout_dir, const std::str
   FR_ASSIGN_OR_RETURN(std::vector<OciLayer> layers, ReadOciManifest(layout_dir, manifest));
 
   FR_RETURN_IF_ERROR(MakeDirs(options.cache_dir));
+  RemoveAbandonedUnpacks(options.cache_dir);
   std::random_device rd;
   const std::string tmp = options.cache_dir + "/.unpack-" + manifest.digest_hex.substr(0, 12) + "-" +
                           std::to_string(::getpid()) + "-" + std::to_string(rd());

@@ -6,7 +6,8 @@
 // Thread safety: EnsureOciImage may be called from any thread and process.
 // The tree is unpacked in a temporary directory next to its final place and
 // renamed there, so a tree that is present is complete; processes that race
-// unpack twice and one rename wins.
+// unpack twice and one rename wins. A temporary tree left by a process
+// killed mid-unpack is removed by the next unpack into the same cache.
 #pragma once
 
 #include <cstdint>

@@ -91,7 +91,7 @@ Json SpecToJson(const SandboxSpec& spec) {
       out["image"] = "busybox";
       break;
     case ImageKind::kDirectory:
-      out["image"] = spec.image_dir;
+      out["image"] = spec.image_ref.empty() ? spec.image_dir : spec.image_dir + ":" + spec.image_ref;
       break;
   }
   out["net"] = spec.net == NetMode::kPolicy ? "policy" : "none";

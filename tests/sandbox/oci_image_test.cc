@@ -4,6 +4,7 @@
 #include <archive_entry.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -256,6 +257,25 @@ TEST_F(OciImageTest, ResolveImageUnpacksLayersWithWhiteoutsOnceIntoTheCache) {
   EXPECT_EQ(again->lower, cached);
   EXPECT_EQ(ReadFile(cached + "/marker"), "kept");
   fs::remove_all(cached);
+}
+
+// A process killed mid-unpack leaves its temporary tree; the next unpack
+// into the cache removes it (its pid is gone) but not a live process's.
+TEST_F(OciImageTest, AbandonedUnpacksAreRemovedByTheNextUnpack) {
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  fs::create_directories(options_.cache_dir);
+  const std::string abandoned = options_.cache_dir + "/.unpack-0123456789ab-" + std::to_string(dead) + "-7";
+  const std::string live = options_.cache_dir + "/.unpack-0123456789ab-" + std::to_string(::getpid()) + "-8";
+  fs::create_directories(abandoned + "/usr/bin");
+  fs::create_directories(live);
+  LayoutBuilder layout;
+  auto root = UnpackOne(&layout, {{"etc/os", AE_IFREG, "x\n", 0644, ""}});
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_FALSE(fs::exists(abandoned));
+  EXPECT_TRUE(fs::exists(live));
 }
 
 class OciImageSandboxTest : public SandboxFixture {};
