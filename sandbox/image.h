@@ -1,9 +1,12 @@
 // Root filesystem images: what the read-only lower layer of a sandbox is.
 //
-//  host     an empty lower plus read-only binds of the host's /usr (and
-//           /bin, /lib, /lib64, /sbin as on the host: symlinks on a
-//           merged-/usr system) and of the /etc files that bash, python3
-//           and git need. Secrets such as /etc/shadow are not bound.
+//  host     a read-only bind of the host's /usr (and of /bin, /lib, /lib64,
+//           /sbin where they are directories) over a cached lower tree: the
+//           top-level directories, the /bin, /lib, ... symlinks of a
+//           merged-/usr host, and copies of the /etc entries that bash,
+//           python3 and git need, rebuilt when one of those changes on the
+//           host. Secrets such as /etc/shadow and /etc/ssl/private are not
+//           copied.
 //  busybox  a tree built once under /var/lib/flashroll/images/busybox from
 //           Debian's busybox-static: /bin/busybox plus one link per applet.
 //  DIR      an OCI image layout (a directory with an `oci-layout` file): its
@@ -35,6 +38,8 @@ struct ImageLayout {
 // for an OCI layout, the error of EnsureOciImage, naming the file and field.
 Result<ImageLayout> ResolveImage(const SandboxSpec& spec);
 
+// Where image trees are cached (as root; rootless: /tmp/flashroll-images-UID).
+inline constexpr char kImageCacheDir[] = "/var/lib/flashroll/images";
 // Where the busybox tree lives (built on first use).
 inline constexpr char kBusyboxImageDir[] = "/var/lib/flashroll/images/busybox";
 

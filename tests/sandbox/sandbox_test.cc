@@ -1,11 +1,14 @@
 // The lifecycle API against the real kernel (root only).
 #include "sandbox/sandbox.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <thread>
 
+#include "sandbox/image.h"
 #include "tests/sandbox/sandbox_fixture.h"
 
 namespace flashroll::sandbox {
@@ -75,6 +78,32 @@ TEST_F(SandboxTest, HostImageRunsPythonAndGit) {
                           "git -c user.name=a -c user.email=a@b commit -qm init && git log --format=%s");
   EXPECT_EQ(git.exit_code, 0) << git.stderr_data;
   EXPECT_EQ(git.stdout_data, "init\n");
+}
+
+// The host image's /etc is a cached copy of the allowlisted entries: secrets
+// stay out, and a change on the host is seen by the next sandbox.
+TEST_F(SandboxTest, HostImageEtcIsACurrentCopyWithoutSecrets) {
+  const std::string id = CreateOrDie();
+  EXPECT_EQ(Sh(id, "cat /etc/hostname /etc/shadow 2>/dev/null; ls /etc/ssl/private 2>&1 >/dev/null | wc -l; "
+                   "test -s /etc/ssl/certs/ca-certificates.crt && echo certs")
+                .stdout_data,
+            "1\ncerts\n");
+  auto before = ResolveImage(SandboxSpec());
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  struct stat st {};
+  ASSERT_EQ(::stat("/etc/hosts", &st), 0);
+  // A new modification time on the host's /etc/hosts (restored after) is a
+  // change: a new tree is built with the host's contents.
+  const struct timespec touched[2] = {st.st_atim, {st.st_mtim.tv_sec + 1, st.st_mtim.tv_nsec}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, "/etc/hosts", touched, 0), 0);
+  auto after = ResolveImage(SandboxSpec());
+  const struct timespec restored[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, "/etc/hosts", restored, 0), 0);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_NE(after->lower, before->lower);
+  EXPECT_EQ(Sh(id, "true").exit_code, 0);  // a sandbox on the older tree still works
+  const std::string other = CreateOrDie();
+  EXPECT_EQ(Sh(other, "cat /etc/hosts").stdout_data, ReadHostFile("/etc/hosts"));
 }
 
 TEST_F(SandboxTest, BusyboxImage) {

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "sandbox/image.h"
 #include "tests/sandbox/sandbox_fixture.h"
 
 namespace flashroll::sandbox {
@@ -59,9 +60,14 @@ TEST_F(SandboxSecurityTest, WritingOutsideTheWritableLayerFails) {
   const std::string probe = "flashroll-sandbox-probe-" + std::to_string(getpid());
   ExecResult r = Sh(id, "echo x > /usr/lib/" + probe + "; echo $?; echo x > /etc/passwd; echo $?; "
                         "echo x > /etc/" + probe + "; echo $?; echo x > /proc/sys/kernel/hostname; echo $?");
-  // /usr and /etc/passwd are read-only binds; new files in /etc land in the
-  // writable layer; sysctls are read-only.
-  EXPECT_EQ(r.stdout_data, "2\n2\n0\n2\n") << r.stderr_data;
+  // /usr is a read-only bind; /etc (the image's copies) and new files in it
+  // land in the sandbox's writable layer; sysctls are read-only.
+  EXPECT_EQ(r.stdout_data, "2\n0\n0\n2\n") << r.stderr_data;
+  EXPECT_EQ(Sh(id, "cat /etc/passwd").stdout_data, "x\n");
+  // Neither the host's file nor the cached image below the sandbox changed.
+  auto image = ResolveImage(SandboxSpec());
+  ASSERT_TRUE(image.ok()) << image.status().ToString();
+  EXPECT_NE(ReadHostFile(image->lower + "/etc/passwd").find("root:"), std::string::npos);
   EXPECT_NE(access(("/usr/lib/" + probe).c_str(), F_OK), 0);
   EXPECT_NE(access(("/etc/" + probe).c_str(), F_OK), 0);
   EXPECT_NE(ReadHostFile("/etc/passwd").find("root:"), std::string::npos);
