@@ -1,6 +1,9 @@
 #include "common/http.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,8 +14,10 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <exception>
+#include <mutex>
 #include <thread>
 
 #include "common/log.h"
@@ -494,6 +499,7 @@ void HttpServer::Impl::Serve(const Route& route, const httplib::Request& req,
   for (const auto& [key, value] : req.params) request.query.emplace(key, value);
   request.headers = LowerCaseHeaders(req.headers);
   request.remote_addr = req.remote_addr;
+  request.remote_port = req.remote_port;
   request.body = std::move(body);
 
   if (route.json) {
@@ -638,6 +644,8 @@ Status HttpServer::Start() {
   s.server.set_read_timeout(o.read_timeout);
   s.server.set_write_timeout(o.write_timeout);
   s.server.set_keep_alive_timeout(static_cast<time_t>(o.keep_alive_timeout.count()));
+  s.server.set_keep_alive_max_count(1000);
+  s.server.set_tcp_nodelay(true);  // httplib's default of 5 would make clients reconnect
   size_t threads = std::max<size_t>(1, o.worker_threads);
   s.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.server.set_error_handler(httplib::Server::HandlerWithResponse(
@@ -694,11 +702,43 @@ Status HttpServer::Start() {
   return Status::Ok();
 }
 
+namespace {
+
+// cpp-httplib (0.11) keeps a worker on each idle keep-alive connection until
+// its keep-alive timeout, and stop() waits for the workers: clients that
+// keep connections (ours do) would hold Stop() for seconds. This process's
+// sockets bound to the server's port, other than a listener, are exactly the
+// connections it serves; shutting them down ends those waits at once.
+void ShutDownServedConnections(int port) {
+  DIR* fds = ::opendir("/proc/self/fd");
+  if (fds == nullptr) return;  // Stop() then waits out the keep-alive timeout
+  while (const dirent* entry = ::readdir(fds)) {
+    const int fd = std::atoi(entry->d_name);
+    if (fd <= 2 || fd == ::dirfd(fds)) continue;
+    sockaddr_storage address {};
+    socklen_t length = sizeof(address);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) continue;
+    int local_port = -1;
+    if (address.ss_family == AF_INET) local_port = ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+    if (address.ss_family == AF_INET6) local_port = ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+    int listening = 0;
+    socklen_t size = sizeof(listening);
+    if (local_port != port || ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 || listening) {
+      continue;
+    }
+    ::shutdown(fd, SHUT_RDWR);
+  }
+  ::closedir(fds);
+}
+
+}  // namespace
+
 void HttpServer::Stop() {
   Impl& s = *impl_;
   if (s.state != Impl::State::kRunning) return;
   s.stopping = true;
   s.server.stop();
+  ShutDownServedConnections(s.port);
   s.thread.join();
   s.state = Impl::State::kStopped;
   log::Info("http server stopped", {{"server", s.options.name}});
@@ -755,6 +795,45 @@ HttpResponse ToResponse(const httplib::Response& r) {
 }
 
 }  // namespace
+
+// Idle keep-alive connections of one HttpClient and its copies.
+class HttpConnectionPool {
+ public:
+  // An idle connection young enough that its server has not closed it
+  // (servers time idle ones out after seconds), or nullptr.
+  std::unique_ptr<httplib::Client> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(idle_, [now](const Idle& idle) { return now - idle.since >= kMaxIdleTime; });
+    if (idle_.empty()) return nullptr;
+    std::unique_ptr<httplib::Client> client = std::move(idle_.back().client);
+    idle_.pop_back();
+    return client;
+  }
+
+  // Keeps a connection after a complete exchange; beyond kMaxIdle it closes.
+  void Give(std::unique_ptr<httplib::Client> client) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_.size() < kMaxIdle) idle_.push_back({std::move(client), std::chrono::steady_clock::now()});
+  }
+
+ private:
+  static constexpr size_t kMaxIdle = 4;
+  static constexpr std::chrono::milliseconds kMaxIdleTime{1000};
+
+  struct Idle {
+    std::unique_ptr<httplib::Client> client;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::mutex mu_;
+  std::vector<Idle> idle_;  // guarded by mu_
+};
+
+HttpClient::HttpClient(HttpClientOptions options, std::string origin, std::string prefix)
+    : options_(std::move(options)),
+      origin_(std::move(origin)),
+      prefix_(std::move(prefix)),
+      connections_(std::make_shared<HttpConnectionPool>()) {}
 
 Result<HttpClient> HttpClient::Create(HttpClientOptions options) {
   const std::string& url = options.base_url;
@@ -819,14 +898,23 @@ Result<HttpResponse> HttpClient::Send(HttpMethod method, std::string_view path,
     req.set_header("Content-Type", std::string(content_type));
   }
 
-  httplib::Client cli(origin_);
-  Configure(cli, options_);
+  std::unique_ptr<httplib::Client> cli = connections_->Take();
+  if (cli == nullptr) {
+    cli = std::make_unique<httplib::Client>(origin_);
+    Configure(*cli, options_);
+    cli->set_keep_alive(true);
+    // Headers and body go out in separate writes: without this, Nagle holds
+    // the body for the server's delayed ACK (~40 ms) on a reused connection.
+    cli->set_tcp_nodelay(true);
+  }
   auto start = std::chrono::steady_clock::now();
-  httplib::Result result = cli.send(req);
-  if (!result) {
+  httplib::Result result = cli->send(req);
+  if (!result) {  // the connection is dropped with `cli`
     return TransportError(result.error(), what, options_, std::chrono::steady_clock::now() - start);
   }
-  return ToResponse(result.value());
+  HttpResponse response = ToResponse(result.value());
+  connections_->Give(std::move(cli));
+  return response;
 }
 
 Result<Json> HttpClient::SendJson(HttpMethod method, std::string_view path,

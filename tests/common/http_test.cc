@@ -130,6 +130,9 @@ class HttpTest : public ::testing::Test {
     server_->HandleJson(HttpMethod::kGet, "/v1/ping", [](const HttpRequest&) -> Result<Json> {
       return Json{{"pong", true}};
     });
+    server_->HandleJson(HttpMethod::kGet, "/v1/whoami", [](const HttpRequest& req) -> Result<Json> {
+      return Json{{"port", req.remote_port}};
+    });
     server_->HandleJson(HttpMethod::kPost, "/v1/echo",
                         [](const HttpRequest& req) -> Result<Json> { return req.json; });
     server_->HandleJson(
@@ -292,6 +295,35 @@ TEST_F(HttpTest, MissingTokenIs401WithJsonError) {
   Result<Json> json = anonymous->GetJson("/v1/ping");
   EXPECT_EQ(json.status().code(), Code::kUnauthenticated);
   EXPECT_NE(json.status().message().find("missing bearer token"), std::string::npos);
+}
+
+// Requests from one client reuse its keep-alive connection (the server sees
+// the same client port), also from a copy of the client; a server stopped
+// with such a connection open stops at once, and after it restarts on the
+// same port the stale connection is replaced unnoticed.
+TEST_F(HttpTest, ClientReusesItsConnectionAndSurvivesARestart) {
+  Result<Json> first = client_->GetJson("/v1/whoami");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const HttpClient copy = *client_;
+  for (int i = 0; i < 5; ++i) {
+    Result<Json> again = (i % 2 ? copy : *client_).GetJson("/v1/whoami");
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ((*again)["port"], (*first)["port"]) << "request " << i << " opened a new connection";
+  }
+  const int port = server_->port();
+  const auto stop_start = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_start, milliseconds(500))
+      << "Stop() waited for the idle keep-alive connection";
+  HttpServerOptions options;
+  options.port = port;
+  options.bearer_token = kToken;
+  options.name = "restarted";
+  server_ = std::make_unique<HttpServer>(options);
+  AddRoutes();
+  ASSERT_TRUE(server_->Start().ok());
+  Result<Json> after = client_->GetJson("/v1/whoami");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
 }
 
 TEST_F(HttpTest, WrongTokenIs401AndRightTokenIs200) {
