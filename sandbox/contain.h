@@ -29,6 +29,9 @@ struct ContainPlan {
   LandlockRules landlock_rules;
   LandlockPlan landlock;
   VethChildPlan veth;  // --net policy: filled in by the caller once the pair exists
+  // A fresh network namespace from NetnsPool to join instead of cloning one
+  // (-1: clone with CLONE_NEWNET); owned by the caller.
+  int netns_fd = -1;
   // A manager without root: the child gets a user namespace (the launcher
   // writes its id maps) and waits for them before any filesystem work.
   bool user_namespace = false;

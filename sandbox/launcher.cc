@@ -94,7 +94,8 @@ Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
 
   int pidfd = -1;
   struct clone_args args {};
-  args.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD;
+  args.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD;
+  if (plan.netns_fd < 0) args.flags |= CLONE_NEWNET;  // else the child joins a pooled one
   if (plan.user_namespace) args.flags |= CLONE_NEWUSER;
   if (cgroup.clone_into_fd() >= 0) {
     args.flags |= CLONE_INTO_CGROUP;

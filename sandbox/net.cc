@@ -1,6 +1,7 @@
 #include "sandbox/net.h"
 
 #include <net/if.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,6 +33,11 @@ ChildStatus NetChild() {
   }
   ::close(fd);
   return status;
+}
+
+ChildStatus JoinNetnsChild(int netns_fd) {
+  if (::setns(netns_fd, CLONE_NEWNET) != 0) return ChildStatus::Errno("net", "setns(CLONE_NEWNET)", "pooled namespace");
+  return ChildStatus::Ok();
 }
 
 }  // namespace flashroll::sandbox

@@ -1,10 +1,11 @@
-// The network step. Every sandbox gets a fresh network namespace
-// (CLONE_NEWNET) whose loopback is brought up here; in mode `none` that is
-// all it holds. Mode `policy` adds a veth pair (veth.h) and the eBPF allow
+// The network step. Every sandbox gets a fresh network namespace (cloned
+// with CLONE_NEWNET, or made ahead of time by NetnsPool and joined) whose
+// loopback is brought up here; in mode `none` that is all it holds. Mode `policy` adds a veth pair (veth.h) and the eBPF allow
 // rules on the sandbox's cgroup (net_policy.h), both set up by the manager.
 //
-// Thread safety: CheckNetParentSide is stateless; NetChild runs only in the
-// freshly cloned child.
+// Thread safety: CheckNetParentSide is stateless; NetChild and
+// JoinNetnsChild change the calling thread's namespace state (the freshly
+// cloned child, or the pool's own thread).
 #pragma once
 
 #include "common/status.h"
@@ -19,5 +20,8 @@ Status CheckNetParentSide(const SandboxSpec& spec);
 
 // Brings up `lo` in the new network namespace.
 ChildStatus NetChild();
+
+// Joins the pooled network namespace `netns_fd` (see netns_pool.h).
+ChildStatus JoinNetnsChild(int netns_fd);
 
 }  // namespace flashroll::sandbox

@@ -23,6 +23,7 @@
 #include "sandbox/exec.h"
 #include "sandbox/launcher.h"
 #include "sandbox/naming.h"
+#include "sandbox/netns_pool.h"
 #include "sandbox/net_policy.h"
 #include "sandbox/reclaim.h"
 #include "sandbox/veth.h"
@@ -112,6 +113,7 @@ CgroupLimits LimitsOf(const SandboxSpec& spec) {
 struct Manager::Impl {
   std::unique_ptr<CgroupBackend> cgroups;
   int warm_pool = 0;            // constant after Open
+  std::unique_ptr<NetnsPool> netns_pool;  // null without root or when off; set in Open
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
   EventLog events;
   std::unique_ptr<CrashWatcher> watcher;  // set in Open
@@ -136,6 +138,10 @@ struct Manager::Impl {
     // On any failure below, the Cgroup's destructor kills and removes it.
     FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
     if (spec.net != NetMode::kPolicy) {
+      // The child's copy of the descriptor is what it joins; ours closes
+      // when Launch returns.
+      UniqueFd netns = netns_pool != nullptr ? netns_pool->Take() : UniqueFd();
+      plan.netns_fd = netns.get();
       FR_ASSIGN_OR_RETURN(sb->init, LaunchInit(plan, *sb->cgroup));
       return sb;
     }
@@ -291,6 +297,9 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
     FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());
   }
   impl->warm_pool = std::max(0, options.warm_pool);
+  if (options.netns_pool > 0 && !impl->user_namespace) {
+    impl->netns_pool = std::make_unique<NetnsPool>(static_cast<size_t>(options.netns_pool));
+  }
   Impl* raw = impl.get();
   FR_ASSIGN_OR_RETURN(impl->watcher, CrashWatcher::Start(&impl->events, [raw](const std::string& id) {
                         auto sb = raw->Find(id);
