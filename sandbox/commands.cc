@@ -144,14 +144,18 @@ Status ParseListen(const std::string& text, std::string* host, int* port) {
 
 int RunDaemon(const std::vector<std::string>& args) {
   std::string listen = "127.0.0.1:7070", token_file;
-  int64_t warm_pool = 0;
+  int64_t warm_pool = 0, netns_pool = sandbox::Manager::Options().netns_pool;
   FlagParser flags("flashroll sandboxd --listen HOST:PORT --token-file F",
                    "Serves the sandbox node agent's HTTP API until SIGINT or SIGTERM, then destroys every "
                    "sandbox it created. Port 0 picks a free port (printed on stdout).");
   flags.String("--listen", &listen, "address to serve on (default 127.0.0.1:7070)");
   flags.String("--token-file", &token_file, "file holding the bearer token clients must send (required)");
   flags.Int("--warm-pool", &warm_pool, "pre-started sandboxes kept per built-in image (default 0)");
+  flags.Int("--netns-pool", &netns_pool, "fresh network namespaces made ahead of time (default 8; 0: none)");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
+  if (warm_pool < 0 || netns_pool < 0) {
+    return ReportFailure(Status::InvalidArgument("sandboxd: --warm-pool and --netns-pool must be >= 0"));
+  }
   if (token_file.empty()) return ReportFailure(Status::InvalidArgument("sandboxd: --token-file is required"));
   HttpServerOptions options;
   if (Status s = ParseListen(listen, &options.host, &options.port); !s.ok()) return ReportFailure(s);
@@ -167,6 +171,7 @@ int RunDaemon(const std::vector<std::string>& args) {
 
   sandbox::Manager::Options manager_options;
   manager_options.warm_pool = static_cast<int>(warm_pool);
+  manager_options.netns_pool = static_cast<int>(netns_pool);
   auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("sandboxd"));
   sandbox::api::SandboxServer server(manager->get(), options);
@@ -198,7 +203,7 @@ double Percentile(std::vector<double> values, double p) {
 }
 
 int RunBench(const std::vector<std::string>& args) {
-  int64_t iterations = 200, threads = 8, warm_pool = 0;
+  int64_t iterations = 200, threads = 8, warm_pool = 0, netns_pool = sandbox::Manager::Options().netns_pool;
   bool json = false;
   FlagParser flags("flashroll bench sandbox [--json] [--iterations N]",
                    "Times create + exec /bin/true + destroy with the full isolation stack (host image, "
@@ -207,13 +212,18 @@ int RunBench(const std::vector<std::string>& args) {
   flags.Int("--iterations", &iterations, "cycles timed one at a time, and in total for the churn (default 200)");
   flags.Int("--threads", &threads, "concurrent workers for the churn (default 8)");
   flags.Int("--warm-pool", &warm_pool, "pre-started sandboxes per image (default 0: every create starts cold)");
+  flags.Int("--netns-pool", &netns_pool, "fresh network namespaces made ahead of time (default 8; 0: none)");
   flags.Bool("--json", &json, "print {\"p50_ms\":..., \"p99_ms\":..., \"churn_per_s\":...}");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (iterations < 1 || threads < 1) {
     return ReportFailure(Status::InvalidArgument("bench sandbox: --iterations and --threads must be >= 1"));
   }
+  if (warm_pool < 0 || netns_pool < 0) {
+    return ReportFailure(Status::InvalidArgument("bench sandbox: --warm-pool and --netns-pool must be >= 0"));
+  }
   sandbox::Manager::Options options;
   options.warm_pool = static_cast<int>(warm_pool);
+  options.netns_pool = static_cast<int>(netns_pool);
   auto opened = sandbox::Manager::Open(options);
   if (!opened.ok()) return ReportFailure(opened.status().Wrap("bench sandbox"));
   sandbox::Manager& manager = **opened;
