@@ -2,16 +2,15 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <functional>
-#include <random>
 
 #include "sandbox/oci_image.h"
 #include "sandbox/oci_layout.h"
+#include "sandbox/tree_cache.h"
 
 namespace flashroll::sandbox {
 
@@ -117,25 +116,15 @@ Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
   return status;
 }
 
-Status MakeDirs(const std::string& path, mode_t mode) {
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos == path.size() || path[pos] == '/') {
-      const std::string prefix = path.substr(0, pos);
-      if (::mkdir(prefix.c_str(), mode) != 0 && errno != EEXIST) return Status::FromErrno(errno, "mkdir " + prefix);
-    }
+// Makes `to` a symlink with the same target as `from`.
+Status CopySymlink(const std::string& from, const std::string& to) {
+  char target[4096];
+  const ssize_t n = ::readlink(from.c_str(), target, sizeof(target) - 1);
+  if (n < 0) return Status::FromErrno(errno, "readlink " + from);
+  if (::symlink(std::string(target, static_cast<size_t>(n)).c_str(), to.c_str()) != 0) {
+    return Status::FromErrno(errno, "symlink " + to);
   }
   return Status::Ok();
-}
-
-void RemoveTree(const std::string& path) {
-  ::nftw(
-      path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) {
-        ::remove(p);  // best effort: a leftover temporary tree is harmless
-        return 0;
-      },
-      16,
-      FTW_DEPTH | FTW_PHYS);
 }
 
 // Copies a host /etc entry: directories recursively, regular files with
@@ -147,15 +136,7 @@ Status CopyEtcEntry(const std::string& host, const std::string& to, const std::s
   }
   struct stat st {};
   if (::lstat(host.c_str(), &st) != 0) return Status::Ok();  // vanished meanwhile
-  if (S_ISLNK(st.st_mode)) {
-    char target[4096];
-    const ssize_t n = ::readlink(host.c_str(), target, sizeof(target) - 1);
-    if (n < 0) return Status::FromErrno(errno, "readlink " + host);
-    if (::symlink(std::string(target, static_cast<size_t>(n)).c_str(), to.c_str()) != 0) {
-      return Status::FromErrno(errno, "symlink " + to);
-    }
-    return Status::Ok();
-  }
+  if (S_ISLNK(st.st_mode)) return CopySymlink(host, to);
   if (S_ISREG(st.st_mode)) {
     if (::access(host.c_str(), R_OK) != 0) return Status::Ok();
     return CopyFile(host, to, st.st_mode & 0777);
@@ -181,7 +162,6 @@ Status CopyEtcEntry(const std::string& host, const std::string& to, const std::s
 // entries. Binding each /etc file at every start cost ~70 mount calls
 // (1.5 ms); the copies cost nothing per start.
 Status BuildHostSkeleton(const std::string& tmp) {
-  if (::mkdir(tmp.c_str(), 0755) != 0) return Status::FromErrno(errno, "mkdir " + tmp);
   for (const char* dir : kHostSkeletonDirs) {
     FR_RETURN_IF_ERROR(MakeDirs(tmp + "/" + dir, 0755));
   }
@@ -193,12 +173,7 @@ Status BuildHostSkeleton(const std::string& tmp) {
     if (::lstat(host.c_str(), &st) != 0) continue;
     const std::string inside = tmp + "/" + top;
     if (S_ISLNK(st.st_mode)) {
-      char target[4096];
-      const ssize_t n = ::readlink(host.c_str(), target, sizeof(target) - 1);
-      if (n < 0) return Status::FromErrno(errno, "readlink " + host);
-      if (::symlink(std::string(target, static_cast<size_t>(n)).c_str(), inside.c_str()) != 0) {
-        return Status::FromErrno(errno, "symlink " + inside);
-      }
+      FR_RETURN_IF_ERROR(CopySymlink(host, inside));
     } else if (S_ISDIR(st.st_mode)) {
       FR_RETURN_IF_ERROR(MakeDirs(inside, 0755));  // the host's directory is bound here at start
     }
@@ -220,18 +195,8 @@ Status BuildHostSkeleton(const std::string& tmp) {
 
 Result<std::string> EnsureHostSkeleton() {
   FR_ASSIGN_OR_RETURN(std::string cache, ImageCacheDir());
-  const std::string dir = cache + "/host-" + HostSkeletonKey();
-  if (::access(dir.c_str(), F_OK) == 0) return dir;
-  FR_RETURN_IF_ERROR(MakeDirs(cache, 0755));
-  std::random_device rd;
-  const std::string tmp = cache + "/.host-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  Status status = BuildHostSkeleton(tmp);
-  if (status.ok() && ::rename(tmp.c_str(), dir.c_str()) != 0) {
-    // Another process finished first: its tree is as good as ours.
-    if (errno != EEXIST && errno != ENOTEMPTY) status = Status::FromErrno(errno, "rename " + tmp + " to " + dir);
-  }
-  RemoveTree(tmp);
-  if (!status.ok()) return status.Wrap("host image");
+  Result<std::string> dir = EnsureTree(cache + "/host-" + HostSkeletonKey(), BuildHostSkeleton);
+  if (!dir.ok()) return dir.status().Wrap("host image");
   return dir;
 }
 
@@ -246,9 +211,12 @@ Status AddHostImage(ImageLayout* layout) {
   return Status::Ok();
 }
 
-// Builds the busybox tree in a temporary directory next to the final one.
+// Builds the busybox tree in EnsureTree's temporary directory.
 Status BuildBusyboxTree(const std::string& tmp) {
-  for (const char* dir : {"", "/bin", "/sbin", "/usr", "/usr/bin", "/usr/sbin", "/etc", "/dev", "/proc", "/tmp",
+  if (::access("/bin/busybox", X_OK) != 0) {
+    return Status::NotFound("/bin/busybox not found (install Debian's busybox-static)");
+  }
+  for (const char* dir : {"/bin", "/sbin", "/usr", "/usr/bin", "/usr/sbin", "/etc", "/dev", "/proc", "/tmp",
                           "/root", "/home", "/var", "/run"}) {
     FR_RETURN_IF_ERROR(MakeDirs(tmp + dir, 0755));
   }
@@ -279,22 +247,7 @@ Status BuildBusyboxTree(const std::string& tmp) {
 }
 
 Status EnsureBusyboxImage() {
-  const std::string dir = kBusyboxImageDir;
-  if (::access((dir + "/bin/busybox").c_str(), X_OK) == 0) return Status::Ok();
-  if (::access("/bin/busybox", X_OK) != 0) {
-    return Status::NotFound("busybox image: /bin/busybox not found (install Debian's busybox-static)");
-  }
-  const std::string parent = dir.substr(0, dir.rfind('/'));
-  FR_RETURN_IF_ERROR(MakeDirs(parent, 0755));
-  std::random_device rd;
-  const std::string tmp = parent + "/.busybox-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-  Status status = BuildBusyboxTree(tmp);
-  if (status.ok() && ::rename(tmp.c_str(), dir.c_str()) != 0) {
-    // Another process finished first: its tree is as good as ours.
-    if (errno != EEXIST && errno != ENOTEMPTY) status = Status::FromErrno(errno, "rename " + tmp + " to " + dir);
-  }
-  RemoveTree(tmp);
-  return status.Wrap("busybox image");
+  return EnsureTree(kBusyboxImageDir, BuildBusyboxTree).status().Wrap("busybox image");
 }
 
 }  // namespace

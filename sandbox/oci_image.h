@@ -3,11 +3,8 @@
 // that then serves as the overlay's read-only lower layer. The manifest
 // digest covers every layer's digest, so equal digests mean equal trees.
 //
-// Thread safety: EnsureOciImage may be called from any thread and process.
-// The tree is unpacked in a temporary directory next to its final place and
-// renamed there, so a tree that is present is complete; processes that race
-// unpack twice and one rename wins. A temporary tree left by a process
-// killed mid-unpack is removed by the next unpack into the same cache.
+// Thread safety: EnsureOciImage may be called from any thread and process;
+// trees are built as tree_cache.h describes.
 #pragma once
 
 #include <cstdint>
