@@ -15,8 +15,7 @@
 //           lower layer as it is.
 //
 // Thread safety: ResolveImage may be called from any thread and process;
-// the busybox and OCI trees are built in temporary directories and renamed
-// into place.
+// the busybox, host and OCI trees are built once as tree_cache.h describes.
 #pragma once
 
 #include <string>
