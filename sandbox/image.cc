@@ -34,10 +34,11 @@ constexpr const char* kHostEtcSecrets[] = {"ssl/private"};
 
 constexpr const char* kHostSkeletonDirs[] = {"etc", "usr", "root", "home", "var", "run", "mnt", "opt", "srv"};
 
+// Identity and content version; not ctime, which chmod or a restored mtime
+// would change without changing what is copied.
 void AppendStat(const struct stat& st, std::string* key) {
   *key += std::to_string(st.st_mode) + "," + std::to_string(st.st_ino) + "," + std::to_string(st.st_size) + "," +
-          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + "," +
-          std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) + ";";
+          std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ";";
 }
 
 // What the skeleton is built from: the identity of every /etc entry and
