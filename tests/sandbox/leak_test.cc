@@ -46,6 +46,20 @@ size_t EntriesIn(const char* dir) {
   return n;
 }
 
+// This process's open descriptors once the count holds still: a manager's
+// NetnsPool (netns_pool.h) refills in the background after each sandbox
+// takes a namespace, so a count taken mid-refill would differ by those.
+size_t SettledDescriptorCount() {
+  size_t last = EntriesIn("/proc/self/fd");
+  for (int stable = 0, i = 0; stable < 4 && i < 400; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const size_t now = EntriesIn("/proc/self/fd");
+    stable = now == last ? stable + 1 : 0;
+    last = now;
+  }
+  return last;
+}
+
 // Distinct network namespaces of this process's children (a sandbox's
 // init is one; what runs inside dies with it). Other processes on a shared
 // host come and go with their own. A namespace kept by a descriptor or a
@@ -100,7 +114,7 @@ std::vector<std::string> VethsOf(const std::string& prefix) {
 struct HostState {
   size_t mounts = MountCount();
   size_t run_entries = EntriesIn("/run/flashroll");
-  size_t fds = EntriesIn("/proc/self/fd");
+  size_t fds = SettledDescriptorCount();
   size_t bpf_links = BpfLinks();
   std::set<ino_t> netns = NetNamespaces();
 };
@@ -109,7 +123,7 @@ void ExpectNothingLeft(const HostState& before, const std::string& prefix) {
   EXPECT_TRUE(CgroupDirsWithPrefix(prefix).empty());
   EXPECT_EQ(MountCount(), before.mounts);
   EXPECT_EQ(EntriesIn("/run/flashroll"), before.run_entries);
-  EXPECT_EQ(EntriesIn("/proc/self/fd"), before.fds);
+  EXPECT_EQ(SettledDescriptorCount(), before.fds);
   EXPECT_EQ(BpfLinks(), before.bpf_links);
   // The kernel frees a namespace (and deletes its veth) shortly after its
   // last process is reaped; give it a moment.
