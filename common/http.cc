@@ -160,6 +160,45 @@ class SinkWriter final : public ChunkWriter {
   bool ok_ = true;
 };
 
+// Set on the threads of RefusingTaskQueue's refusal pool while they serve a
+// connection that found every worker busy.
+thread_local bool t_refusing_connection = false;
+
+// httplib's task queue with refuse_when_busy: a connection goes to a free
+// worker, or, when all hold one, to a two-thread pool whose requests the
+// pre-routing handler answers 429. Only httplib's accept thread enqueues.
+class RefusingTaskQueue final : public httplib::TaskQueue {
+ public:
+  explicit RefusingTaskQueue(size_t workers) : limit_(workers), workers_(workers), refusers_(2) {}
+
+  void enqueue(std::function<void()> fn) override {
+    if (busy_.load() < limit_) {
+      busy_.fetch_add(1);
+      workers_.enqueue([this, fn = std::move(fn)] {
+        fn();
+        busy_.fetch_sub(1);
+      });
+      return;
+    }
+    refusers_.enqueue([fn = std::move(fn)] {
+      t_refusing_connection = true;
+      fn();
+      t_refusing_connection = false;
+    });
+  }
+
+  void shutdown() override {
+    workers_.shutdown();
+    refusers_.shutdown();
+  }
+
+ private:
+  const size_t limit_;
+  std::atomic<size_t> busy_{0};
+  httplib::ThreadPool workers_;
+  httplib::ThreadPool refusers_;
+};
+
 struct Route {
   HttpMethod method = HttpMethod::kGet;
   JsonHandler json;
@@ -647,7 +686,20 @@ Status HttpServer::Start() {
   s.server.set_keep_alive_max_count(1000);
   s.server.set_tcp_nodelay(true);  // httplib's default of 5 would make clients reconnect
   size_t threads = std::max<size_t>(1, o.worker_threads);
-  s.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  if (o.refuse_when_busy) {
+    s.server.new_task_queue = [threads] { return new RefusingTaskQueue(threads); };
+    s.server.set_pre_routing_handler([&s, threads](const httplib::Request&, httplib::Response& res) {
+      if (!t_refusing_connection) return httplib::Server::HandlerResponse::Unhandled;
+      WriteError(res, Status::ResourceExhausted("server busy: all " + std::to_string(threads) +
+                                                " connections are in use; retry later"));
+      res.set_header("Connection", "close");
+      res.set_header("Retry-After", "1");
+      log::Debug("http connection refused: all workers busy", {{"server", s.options.name}});
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  } else {
+    s.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  }
   s.server.set_error_handler(httplib::Server::HandlerWithResponse(
       [&s](const httplib::Request& req, httplib::Response& res) {
         return s.FillErrorReply(req, res);

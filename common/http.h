@@ -140,6 +140,11 @@ struct HttpServerOptions {
   std::chrono::seconds keep_alive_timeout{5};
   // Concurrent connections served; each keep-alive client holds one.
   size_t worker_threads = 16;
+  // What a connection that arrives while all worker_threads hold one gets:
+  // false, it waits for a free worker; true, a 429 (resource_exhausted
+  // ErrorJson, "Connection: close", "Retry-After: 1") from a small separate
+  // pool, so a burst of clients never queues behind busy workers.
+  bool refuse_when_busy = false;
   std::string name = "http";  // names the server in log lines
 };
 

@@ -657,6 +657,55 @@ TEST(HttpServer, WithoutTokenEveryoneIsServedAndPatternsAreLiteral) {
   EXPECT_EQ(client.GetJson("/v1/aXb").status().code(), Code::kNotFound);
 }
 
+// With refuse_when_busy, a connection that finds every worker holding one
+// is answered 429 at once (not queued), and is served again once a worker
+// is free.
+TEST(HttpServer, RefuseWhenBusyAnswers429WhileEveryWorkerIsHeld) {
+  HttpServerOptions options;
+  options.worker_threads = 1;
+  options.refuse_when_busy = true;
+  HttpServer server(options);
+  std::atomic<bool> entered{false}, release{false};
+  server.HandleJson(HttpMethod::kGet, "/hold", [&](const HttpRequest&) -> Result<Json> {
+    entered = true;
+    while (!release) std::this_thread::sleep_for(milliseconds(5));
+    return Json{{"held", true}};
+  });
+  server.HandleJson(HttpMethod::kGet, "/ping", [](const HttpRequest&) -> Result<Json> {
+    return Json{{"ok", true}};
+  });
+  ASSERT_TRUE(server.Start().ok());
+
+  RawConnection holder(server.port());
+  ASSERT_TRUE(holder.connected());
+  ASSERT_TRUE(holder.Send("GET /hold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!entered && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+  ASSERT_TRUE(entered);
+
+  RawConnection refused(server.port());
+  ASSERT_TRUE(refused.connected());
+  ASSERT_TRUE(refused.Send("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string reply = refused.ReadResponse();
+  EXPECT_NE(reply.find("HTTP/1.1 429"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("Connection: close"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("resource_exhausted"), std::string::npos) << reply;
+
+  release = true;
+  EXPECT_NE(holder.ReadResponse().find("HTTP/1.1 200"), std::string::npos);
+  HttpClientOptions client_options;
+  client_options.base_url = server.base_url();
+  HttpClient client = HttpClient::Create(client_options).value();
+  Result<Json> pong = Status::Unavailable("not tried");
+  while (Clock::now() < deadline) {
+    pong = client.GetJson("/ping");
+    if (pong.ok()) break;
+    EXPECT_EQ(pong.status().code(), Code::kResourceExhausted) << pong.status().ToString();
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_TRUE(pong.ok()) << pong.status().ToString();
+}
+
 TEST(HttpClient, BaseUrlPrefixIsPrependedToPaths) {
   HttpServer server(HttpServerOptions{});
   server.HandleJson(HttpMethod::kGet, "/api/v1/ping", [](const HttpRequest& req) -> Result<Json> {
