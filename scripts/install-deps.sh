@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Flashroll needs to build, test and benchmark.
-# Idempotent: installs only what is missing. Never downloads anything but Debian packages.
+# Installs the Debian packages Flashroll needs to build, test and benchmark,
+# then the test dependencies of tests/openai with npm (the openai client, pinned
+# by its package-lock.json). Idempotent: installs only what is missing.
 set -euo pipefail
 
 packages=(
@@ -17,17 +18,29 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# Node.js runs the openai client tests; a node already on the PATH (any
+# distribution, 18 or newer) will do.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install-deps: not root; run: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: not root; run: sudo apt-get install -y ${missing[*]}" >&2
-  exit 1
+# The openai client tests' packages, exactly as package-lock.json pins them;
+# skipped while node_modules is newer than the lock file.
+openai_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/openai"
+if [ ! -f "$openai_tests/node_modules/.package-lock.json" ] ||
+   [ "$openai_tests/package-lock.json" -nt "$openai_tests/node_modules/.package-lock.json" ]; then
+  echo "install-deps: npm ci in tests/openai"
+  (cd "$openai_tests" && npm ci --no-audit --no-fund --loglevel=error)
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
