@@ -3,7 +3,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan bench clean
+.PHONY: all deps build run test test-asan bench clean mutation
 
 all: build
 
@@ -25,6 +25,16 @@ test-asan: deps
 	cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+
+# Mutation testing (docs/TESTING.md): N compiled single-point mutants of the
+# sources in PATHS (default: the validators and parsers), built and tested in a
+# scratch copy of git HEAD under /tmp/flashroll-mutation. RESUME=1 extends the
+# last record (.cache/mutation/record.json) instead of starting afresh.
+PATHS ?=
+N ?= 200
+SEED ?= 1
+mutation: deps
+	/usr/bin/python3 scripts/mutate.py $(if $(PATHS),--paths "$(PATHS)") -n $(N) --seed $(SEED) $(if $(RESUME),--resume)
 
 clean:
 	rm -rf build build-asan
