@@ -317,7 +317,8 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   }
   const double bytes = value * multiplier;
   if (bytes > 1.8e19) return Status::InvalidArgument("size '" + s + "' is too large");
-  return static_cast<uint64_t>(std::llround(bytes));
+  // Rounded as a double: llround would overflow past INT64_MAX (9.2e18).
+  return static_cast<uint64_t>(std::round(bytes));
 }
 
 std::string ReadString(const YAML::Node& map, const char* key, const std::string& fallback) {
