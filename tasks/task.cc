@@ -3,13 +3,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 
 #include "common/strings.h"
 #include "tasks/families/families.h"
 
 namespace flashroll {
 namespace {
-
 
 bool AsNumber(const std::string& s, double* out) {
   if (s.empty()) return false;
@@ -19,9 +20,33 @@ bool AsNumber(const std::string& s, double* out) {
   return errno == 0 && end == s.c_str() + s.size() && std::isfinite(*out);
 }
 
+// An integer written in decimal ("42", "-7", "+042", "42.000"), as its
+// canonical digits with a leading '-' when negative ("-0" is "0"); nullopt
+// for anything else, exponents and hex included.
+std::optional<std::string> AsInteger(std::string_view s) {
+  bool negative = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (const size_t dot = s.find('.'); dot != std::string_view::npos) {
+    if (s.find_first_not_of('0', dot + 1) != std::string_view::npos) return std::nullopt;
+    s = s.substr(0, dot);
+  }
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  const size_t first = s.find_first_not_of('0');
+  if (first == std::string_view::npos) return "0";
+  return (negative ? "-" : "") + std::string(s.substr(first));
+}
+
+// Integers compare exactly, digit for digit (a relative tolerance would accept
+// 527359036330561 for 527359036329561); other numbers compare within a
+// relative 1e-9, so "0.3" matches 0.1 + 0.2 printed in full.
 bool SameAnswer(const std::string& got, const std::string& expected) {
   const std::string a(TrimWhitespace(got)), b(TrimWhitespace(expected));
   if (a == b) return true;
+  const std::optional<std::string> ia = AsInteger(a), ib = AsInteger(b);
+  if (ia || ib) return ia && ib && *ia == *ib;
   double x = 0, y = 0;
   return AsNumber(a, &x) && AsNumber(b, &y) && std::fabs(x - y) <= 1e-9 * std::max(1.0, std::fabs(y));
 }

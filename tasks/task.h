@@ -69,8 +69,10 @@ class TaskFamily {
 };
 
 // Checks an outcome: the final answer (or the task's answer_file read from
-// `workspace`) must equal the expected answer after trimming whitespace;
-// numbers compare numerically ("42" == "42.0").
+// `workspace`) must equal the expected answer after trimming whitespace.
+// Integers compare exactly by value ("42" == "+042" == "42.0", but
+// 527359036330561 != 527359036329561); other decimal numbers compare within a
+// relative 1e-9 ("0.30000000000000004" == "0.3").
 Verdict VerifyTask(const Task& task, const std::string& final_answer, Workspace& workspace);
 
 // Writes the task's starting files into `workspace`.
