@@ -45,6 +45,28 @@ struct MatMulArgs {
 // tile so each weight row is loaded from memory once per pass.
 using MatMulRowsFn = void (*)(const MatMulArgs& args, int64_t row_begin, int64_t row_end);
 
+// One split of paged attention (attention.h): the `group` query heads that
+// share KV head kv_head, over keys [key_begin, key_end) of one sequence.
+// Leaves the online-softmax state: the running max m[g], the sum of
+// exponentials l[g] and the unnormalised output acc[g][head_dim].
+struct AttendSplitArgs {
+  const float* q;  // [group][head_dim]
+  int64_t group;
+  int64_t head_dim;
+  float scale;
+  const int32_t* block_table;
+  const uint8_t* k_base;
+  const uint8_t* v_base;
+  int64_t half_block_bytes;
+  int64_t block_size;
+  int64_t kv_head;
+  bool bf16;
+  int64_t key_begin, key_end;
+  float* m;
+  float* l;
+  float* acc;
+};
+
 struct KernelTable {
   MatMulRowsFn matmul_f32;
   MatMulRowsFn matmul_f16;
@@ -62,6 +84,9 @@ struct KernelTable {
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* y);
   void (*softmax)(float* x, int64_t n);
   void (*rope_neox)(float* x, int64_t heads, int64_t head_dim, const float* cos, const float* sin);
+  // Null where the path has no vector kernel (attention.cc's portable one
+  // runs). Requires head_dim % 16 == 0, group <= 16, block_size <= 256.
+  void (*attend_split)(const AttendSplitArgs& args);
 };
 
 const KernelTable& ScalarKernelTable();

@@ -376,7 +376,7 @@ void RopeNeox(float* x, int64_t heads, int64_t head_dim, const float* cos, const
 
 const KernelTable kTable = {
     MatMulF32,   MatMulF16, MatMulBf16, MatMulQ8, MatMulQ4, QuantizeAct, Dot,
-    Axpy,        Add,       RmsNorm,    SwiGlu,   Softmax,  RopeNeox,
+    Axpy,        Add,       RmsNorm,    SwiGlu,   Softmax,  RopeNeox, nullptr,
 };
 
 }  // namespace

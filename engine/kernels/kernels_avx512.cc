@@ -381,9 +381,91 @@ void RopeNeox(float* x, int64_t heads, int64_t head_dim, const float* cos, const
   }
 }
 
+// ---- paged attention -----------------------------------------------------
+
+// Loads 16 keys/values elements of a KV row as f32 (bf16: widened exactly).
+__m512 LoadKv16(const uint8_t* p, bool bf16) {
+  if (bf16) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+  }
+  return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+}
+
+// One split of attention for a group of query heads (kernel_table.h). Per
+// KV block: the scores of its keys for every head of the group (16 keys to a
+// register), the block max, one rescale of the running state, then the
+// values, each loaded once and applied to every head. head_dim % 16 == 0.
+void AttendSplit(const AttendSplitArgs& a) {
+  const int64_t hd = a.head_dim;
+  const int64_t vecs = hd / 16;
+  const int64_t elem = a.bf16 ? 2 : 4;
+  const int64_t row_bytes = hd * elem;
+  const int64_t group = a.group;
+  for (int64_t g = 0; g < group; ++g) {
+    a.m[g] = -1e30f;
+    a.l[g] = 0;
+    for (int64_t d = 0; d < hd; ++d) a.acc[g * hd + d] = 0;
+  }
+  alignas(64) float scores[16][256];  // [head of group][key of block]
+  for (int64_t key = a.key_begin; key < a.key_end;) {
+    const int64_t block = a.block_table[key / a.block_size];
+    const int64_t first = key % a.block_size;
+    const int64_t count = a.block_size - first < a.key_end - key ? a.block_size - first : a.key_end - key;
+    const uint8_t* kb = a.k_base + block * a.half_block_bytes + (a.kv_head * a.block_size + first) * row_bytes;
+    const uint8_t* vb = a.v_base + block * a.half_block_bytes + (a.kv_head * a.block_size + first) * row_bytes;
+    for (int64_t j = 0; j < count; ++j) {
+      const uint8_t* krow = kb + j * row_bytes;
+      for (int64_t g = 0; g < group; ++g) {
+        const float* q = a.q + g * hd;
+        __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), LoadKv16(krow, a.bf16));
+        for (int64_t v = 1; v < vecs; ++v) {
+          acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + v * 16), LoadKv16(krow + v * 16 * elem, a.bf16), acc);
+        }
+        scores[g][j] = _mm512_reduce_add_ps(acc) * a.scale;
+      }
+    }
+    for (int64_t g = 0; g < group; ++g) {
+      float* s = scores[g];
+      __m512 vmax = _mm512_set1_ps(-1e30f);
+      for (int64_t j = 0; j < count; j += 16) {
+        const __mmask16 m = count - j >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(count - j);
+        vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, s + j));
+      }
+      const float block_max = _mm512_reduce_max_ps(vmax);
+      const float m_new = a.m[g] > block_max ? a.m[g] : block_max;
+      const __m512 vm = _mm512_set1_ps(m_new);
+      __m512 vsum = _mm512_setzero_ps();
+      for (int64_t j = 0; j < count; j += 16) {
+        const __mmask16 m = count - j >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(count - j);
+        const __m512 p = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vm)));
+        _mm512_mask_storeu_ps(s + j, m, p);
+        vsum = _mm512_add_ps(vsum, p);
+      }
+      const float corr = _mm512_cvtss_f32(Exp(_mm512_set1_ps(a.m[g] - m_new)));
+      a.l[g] = a.l[g] * corr + _mm512_reduce_add_ps(vsum);
+      a.m[g] = m_new;
+      const __m512 vc = _mm512_set1_ps(corr);
+      float* acc = a.acc + g * hd;
+      for (int64_t v = 0; v < vecs; ++v) _mm512_storeu_ps(acc + v * 16, _mm512_mul_ps(_mm512_loadu_ps(acc + v * 16), vc));
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      const uint8_t* vrow = vb + j * row_bytes;
+      for (int64_t v = 0; v < vecs; ++v) {
+        const __m512 val = LoadKv16(vrow + v * 16 * elem, a.bf16);
+        for (int64_t g = 0; g < group; ++g) {
+          float* acc = a.acc + g * hd + v * 16;
+          _mm512_storeu_ps(acc, _mm512_fmadd_ps(_mm512_set1_ps(scores[g][j]), val, _mm512_loadu_ps(acc)));
+        }
+      }
+    }
+    key += count;
+  }
+}
+
 const KernelTable kTable = {
     MatMulF32,   MatMulF16, MatMulBf16, MatMulQ8, MatMulQ4, QuantizeAct, Dot,
-    Axpy,        Add,       RmsNorm,    SwiGlu,   Softmax,  RopeNeox,
+    Axpy,        Add,       RmsNorm,    SwiGlu,   Softmax,  RopeNeox, AttendSplit,
 };
 
 }  // namespace

@@ -161,7 +161,7 @@ void RopeNeox(float* x, int64_t heads, int64_t head_dim, const float* cos, const
 const KernelTable kTable = {
     MatMulF32,   MatMulF16, MatMulBf16, MatMulQuantRows<BlockQ8_0>, MatMulQuantRows<BlockQ4_0>,
     QuantizeAct, Dot,       Axpy,       Add,                        RmsNorm,
-    SwiGlu,      Softmax,   RopeNeox,
+    SwiGlu,      Softmax,   RopeNeox, nullptr,
 };
 
 }  // namespace
