@@ -1,20 +1,20 @@
 #include "engine/models/kv_cache.h"
 
-#include <algorithm>
-
 namespace flashroll::engine {
 
-KvCache::KvCache(int64_t num_layers, int64_t kv_dim)
-    : kv_dim_(kv_dim), keys_(static_cast<size_t>(num_layers)), values_(static_cast<size_t>(num_layers)) {}
-
 void KvCache::Reserve(int64_t extra) {
-  const int64_t need = length_ + extra;
-  if (need <= capacity_) return;
-  capacity_ = std::max(need, std::max<int64_t>(64, 2 * capacity_));
-  for (auto& k : keys_) k.resize(static_cast<size_t>(capacity_ * kv_dim_));
-  for (auto& v : values_) v.resize(static_cast<size_t>(capacity_ * kv_dim_));
+  const int64_t bs = storage_.layout().block_size;
+  const int64_t need = (length_ + extra + bs - 1) / bs;
+  if (need <= storage_.num_blocks()) return;
+  // Doubling keeps appends amortised O(1).
+  int64_t blocks = storage_.num_blocks() == 0 ? need : storage_.num_blocks();
+  while (blocks < need) blocks *= 2;
+  storage_.Resize(blocks);
+  while (static_cast<int64_t>(blocks_.size()) < blocks) blocks_.push_back(static_cast<int32_t>(blocks_.size()));
 }
 
-void KvCache::Truncate(int64_t length) { length_ = std::min(length_, std::max<int64_t>(0, length)); }
+void KvCache::Truncate(int64_t length) {
+  if (length < length_) length_ = length;
+}
 
 }  // namespace flashroll::engine

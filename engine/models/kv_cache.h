@@ -1,9 +1,7 @@
-// KvCache: the keys and values of one sequence, contiguous per layer.
-//
-// Layer l holds [length][num_kv_heads * head_dim] floats for keys and the
-// same for values, RoPE already applied to the keys. Storage grows by
-// doubling as tokens are appended. This is the simple per-sequence cache;
-// the paged cache replaces it once the engine batches sequences.
+// KvCache: the KV cache of one sequence, for callers that run one sequence
+// by hand (Model::Forward: the `logits` command, parity tests). It is the
+// same paged storage the serving engine uses, with f32 values and a block
+// table that grows as tokens are appended.
 //
 // Thread safety: none; one sequence is driven by one thread at a time.
 #pragma once
@@ -11,34 +9,31 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/models/paged_kv_storage.h"
+
 namespace flashroll::engine {
 
 class KvCache {
  public:
-  KvCache(int64_t num_layers, int64_t kv_dim);
+  explicit KvCache(const KvLayout& layout) : storage_(layout) {}
 
   // Tokens whose keys and values are stored.
   int64_t length() const { return length_; }
-  int64_t kv_dim() const { return kv_dim_; }
 
   // Makes room for `extra` more tokens (keeps what is stored).
   void Reserve(int64_t extra);
-  // Keys/values of token `pos` in `layer`; pos < length() + the reserved room.
-  float* Key(int64_t layer, int64_t pos) { return &keys_[layer][pos * kv_dim_]; }
-  float* Value(int64_t layer, int64_t pos) { return &values_[layer][pos * kv_dim_]; }
-  const float* Key(int64_t layer, int64_t pos) const { return &keys_[layer][pos * kv_dim_]; }
-  const float* Value(int64_t layer, int64_t pos) const { return &values_[layer][pos * kv_dim_]; }
   // Marks `n` more tokens as stored, after every layer has written them.
   void Advance(int64_t n) { length_ += n; }
   // Forgets every token past `length`.
   void Truncate(int64_t length);
 
+  PagedKvStorage* storage() { return &storage_; }
+  const std::vector<int32_t>& block_table() const { return blocks_; }
+
  private:
-  int64_t kv_dim_;
+  PagedKvStorage storage_;
+  std::vector<int32_t> blocks_;
   int64_t length_ = 0;
-  int64_t capacity_ = 0;
-  std::vector<std::vector<float>> keys_;
-  std::vector<std::vector<float>> values_;
 };
 
 }  // namespace flashroll::engine

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "engine/kernels/cpu_threads.h"
+#include "engine/kernels/dtype.h"
 #include "engine/kernels/quantize.h"
 #include "engine/kernels/vector_ops.h"
 
@@ -176,9 +178,12 @@ Status Model::Init() {
   return Status::Ok();
 }
 
-KvCache Model::NewCache() const {
-  return KvCache(config().num_layers, config().num_kv_heads * config().head_dim);
+KvLayout Model::KvLayoutFor(int64_t block_size, KvDType dtype) const {
+  const ModelConfig& c = config();
+  return KvLayout{c.num_layers, c.num_kv_heads, c.head_dim, block_size, dtype};
 }
+
+KvCache Model::NewCache() const { return KvCache(KvLayoutFor(16, KvDType::kF32)); }
 
 int64_t Model::ParameterCount() const {
   int64_t total = 0;
@@ -193,60 +198,76 @@ int64_t Model::KvBytesPerToken() const {
   return 2 * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<int64_t>(sizeof(float));
 }
 
+int64_t Model::MaxPositions() const { return config().max_position_embeddings; }
+
 std::string Model::WeightDType() const {
   return layers_.empty() ? "f32" : kernels::DTypeName(layers_[0].q.dtype);
 }
 
-void Model::RunMlp(const Mlp& mlp, const float* h, int64_t n, float* out) const {
-  const int64_t width = mlp.gate.rows;
-  std::vector<float> gate(static_cast<size_t>(n * width)), up(static_cast<size_t>(n * width));
-  kernels::MatMul(mlp.gate, h, n, gate.data());
-  kernels::MatMul(mlp.up, h, n, up.data());
-  kernels::SwiGlu(gate.data(), up.data(), n * width, gate.data());
-  kernels::MatMul(mlp.down, gate.data(), n, out);
+namespace {
+
+float* Grow(std::vector<float>* v, int64_t n) {
+  if (static_cast<int64_t>(v->size()) < n) v->resize(static_cast<size_t>(n));
+  return v->data();
 }
 
-void Model::RunMoe(const Layer& layer, const float* h, int64_t n, float* out,
+}  // namespace
+
+void Model::RunMlp(const Mlp& mlp, const float* h, int64_t n, float* out, ForwardScratch* s) const {
+  const int64_t width = mlp.gate.rows;
+  float* gate = Grow(&s->gate, n * width);
+  float* up = Grow(&s->up, n * width);
+  kernels::MatMul(mlp.gate, h, n, gate);
+  kernels::MatMul(mlp.up, h, n, up);
+  kernels::SwiGlu(gate, up, n * width, gate);
+  kernels::MatMul(mlp.down, gate, n, out);
+}
+
+void Model::RunMoe(const Layer& layer, const float* h, int64_t n, float* out, ForwardScratch* s,
                    std::vector<std::vector<int32_t>>* routing) const {
   const ModelConfig& c = config();
   const int64_t hidden = c.hidden_size;
   const int64_t experts = c.num_experts;
   const int64_t k = c.num_experts_per_tok;
-  std::vector<float> probs(static_cast<size_t>(n * experts));
-  kernels::MatMul(layer.router, h, n, probs.data());
-  std::vector<int32_t> chosen(static_cast<size_t>(n * k));
-  std::vector<float> weights(static_cast<size_t>(n * k));
-  std::vector<std::vector<int64_t>> tokens_of(static_cast<size_t>(experts));
-  std::vector<std::vector<float>> weights_of(static_cast<size_t>(experts));
+  float* probs = Grow(&s->moe_probs, n * experts);
+  kernels::MatMul(layer.router, h, n, probs);
+  s->moe_chosen.resize(static_cast<size_t>(n * k));
+  s->moe_tokens.resize(static_cast<size_t>(experts));
+  s->moe_weights.resize(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) {
+    s->moe_tokens[e].clear();
+    s->moe_weights[e].clear();
+  }
   for (int64_t t = 0; t < n; ++t) {
     float* p = &probs[t * experts];
     kernels::Softmax(p, experts);
-    int32_t* ids = &chosen[t * k];
+    int32_t* ids = &s->moe_chosen[t * k];
     TopK(p, experts, k, ids);
     float sum = 0;
     for (int64_t j = 0; j < k; ++j) sum += p[ids[j]];
     for (int64_t j = 0; j < k; ++j) {
       const float w = c.norm_topk_prob ? p[ids[j]] / sum : p[ids[j]];
-      tokens_of[ids[j]].push_back(t);
-      weights_of[ids[j]].push_back(w);
+      s->moe_tokens[ids[j]].push_back(t);
+      s->moe_weights[ids[j]].push_back(w);
     }
     if (routing) routing->emplace_back(ids, ids + k);
   }
   std::fill(out, out + n * hidden, 0.0f);
-  std::vector<float> xs, ys;
+  // Each token's expert outputs are added in ascending expert id, whatever
+  // else is in the batch.
   for (int64_t e = 0; e < experts; ++e) {
-    const std::vector<int64_t>& toks = tokens_of[e];
+    const std::vector<int64_t>& toks = s->moe_tokens[e];
     if (toks.empty()) continue;
     const int64_t m = static_cast<int64_t>(toks.size());
-    xs.resize(static_cast<size_t>(m * hidden));
-    ys.resize(static_cast<size_t>(m * hidden));
+    float* xs = Grow(&s->moe_xs, m * hidden);
+    float* ys = Grow(&s->moe_ys, m * hidden);
     for (int64_t i = 0; i < m; ++i) std::copy_n(h + toks[i] * hidden, hidden, &xs[i * hidden]);
-    RunMlp(layer.experts[e], xs.data(), m, ys.data());
-    for (int64_t i = 0; i < m; ++i) kernels::Axpy(weights_of[e][i], &ys[i * hidden], hidden, out + toks[i] * hidden);
+    RunMlp(layer.experts[e], xs, m, ys, s);
+    for (int64_t i = 0; i < m; ++i) kernels::Axpy(s->moe_weights[e][i], &ys[i * hidden], hidden, out + toks[i] * hidden);
   }
   if (layer.shared) {
-    std::vector<float> shared(static_cast<size_t>(n * hidden));
-    RunMlp(layer.shared_mlp, h, n, shared.data());
+    float* shared = Grow(&s->shared, n * hidden);
+    RunMlp(layer.shared_mlp, h, n, shared, s);
     for (int64_t t = 0; t < n; ++t) {
       const float g = kernels::Dot(layer.shared_gate.data(), h + t * hidden, hidden);
       const float scale = 1.0f / (1.0f + std::exp(-g));
@@ -255,114 +276,173 @@ void Model::RunMoe(const Layer& layer, const float* h, int64_t n, float* out,
   }
 }
 
-void Model::Attention(const Layer& layer, int64_t layer_index, const float* h, int64_t n, KvCache* cache,
-                      float* out) const {
+void Model::Attention(const Layer& layer, int64_t layer_index, int64_t n, PagedKvStorage* kv,
+                      ForwardScratch* s) const {
   const ModelConfig& c = config();
+  const KvLayout& lay = kv->layout();
   const int64_t hd = c.head_dim;
   const int64_t heads = c.num_heads;
   const int64_t kv_heads = c.num_kv_heads;
   const int64_t q_dim = heads * hd;
   const int64_t kv_dim = kv_heads * hd;
-  const int64_t start = cache->length();
-  std::vector<float> q(static_cast<size_t>(n * q_dim)), k(static_cast<size_t>(n * kv_dim)),
-      v(static_cast<size_t>(n * kv_dim));
-  kernels::MatMul(layer.q, h, n, q.data());
-  kernels::MatMul(layer.k, h, n, k.data());
-  kernels::MatMul(layer.v, h, n, v.data());
   const int64_t half = hd / 2;
-  std::vector<float> cos(static_cast<size_t>(half)), sin(static_cast<size_t>(half));
+  float* q = Grow(&s->q, n * q_dim);
+  float* k = Grow(&s->k, n * kv_dim);
+  float* v = Grow(&s->v, n * kv_dim);
+  kernels::MatMul(layer.q, s->h.data(), n, q);
+  kernels::MatMul(layer.k, s->h.data(), n, k);
+  kernels::MatMul(layer.v, s->h.data(), n, v);
+  const int64_t bs = lay.block_size;
+  const int64_t half_block = lay.HalfBlockBytes();
+  uint8_t* kbase = kv->KeyBase(layer_index);
+  uint8_t* vbase = kv->ValueBase(layer_index);
+  const float eps = static_cast<float>(c.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) {
-    float* qt = &q[t * q_dim];
-    float* kt = &k[t * kv_dim];
-    float* vt = &v[t * kv_dim];
+    float* qt = q + t * q_dim;
+    float* kt = k + t * kv_dim;
+    float* vt = v + t * kv_dim;
     if (!layer.q_bias.empty()) {
       kernels::Add(qt, layer.q_bias.data(), q_dim, qt);
       kernels::Add(kt, layer.k_bias.data(), kv_dim, kt);
       kernels::Add(vt, layer.v_bias.data(), kv_dim, vt);
     }
     if (!layer.q_norm.empty()) {
-      for (int64_t i = 0; i < heads; ++i) {
-        kernels::RmsNorm(qt + i * hd, layer.q_norm.data(), hd, static_cast<float>(c.rms_norm_eps), qt + i * hd);
-      }
-      for (int64_t i = 0; i < kv_heads; ++i) {
-        kernels::RmsNorm(kt + i * hd, layer.k_norm.data(), hd, static_cast<float>(c.rms_norm_eps), kt + i * hd);
+      for (int64_t i = 0; i < heads; ++i) kernels::RmsNorm(qt + i * hd, layer.q_norm.data(), hd, eps, qt + i * hd);
+      for (int64_t i = 0; i < kv_heads; ++i) kernels::RmsNorm(kt + i * hd, layer.k_norm.data(), hd, eps, kt + i * hd);
+    }
+    const float* cos = &s->rope[t * 2 * half];
+    kernels::ApplyRopeNeox(qt, heads, hd, cos, cos + half);
+    kernels::ApplyRopeNeox(kt, kv_heads, hd, cos, cos + half);
+    // Scatter into the paged layout: [block][kv_head][slot][head_dim].
+    const int64_t pos = s->positions[t];
+    const int64_t block = s->tables[t][pos / bs];
+    const int64_t slot = pos % bs;
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      const int64_t offset = block * half_block + (h * bs + slot) * hd * lay.ElementBytes();
+      if (lay.dtype == KvDType::kF32) {
+        std::memcpy(kbase + offset, kt + h * hd, static_cast<size_t>(hd * 4));
+        std::memcpy(vbase + offset, vt + h * hd, static_cast<size_t>(hd * 4));
+      } else {
+        uint16_t* kd = reinterpret_cast<uint16_t*>(kbase + offset);
+        uint16_t* vd = reinterpret_cast<uint16_t*>(vbase + offset);
+        for (int64_t d = 0; d < hd; ++d) {
+          kd[d] = kernels::F32ToBf16(kt[h * hd + d]);
+          vd[d] = kernels::F32ToBf16(vt[h * hd + d]);
+        }
       }
     }
-    const float pos = static_cast<float>(start + t);
-    for (int64_t i = 0; i < half; ++i) {
-      const float angle = pos * inv_freq_[i];
-      cos[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      sin[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
-    }
-    kernels::ApplyRopeNeox(qt, heads, hd, cos.data(), sin.data());
-    kernels::ApplyRopeNeox(kt, kv_heads, hd, cos.data(), sin.data());
-    std::copy_n(kt, kv_dim, cache->Key(layer_index, start + t));
-    std::copy_n(vt, kv_dim, cache->Value(layer_index, start + t));
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t group = heads / kv_heads;
-  const KvCache& kv = *cache;
-  // One task per (token, head): scores over the causal prefix, softmax, weighted sum of values.
-  kernels::ParallelFor(n * heads, [&](int64_t task) {
-    const int64_t t = task / heads;
-    const int64_t head = task % heads;
-    const int64_t kvh = head / group;
-    const int64_t len = start + t + 1;
-    const float* qv = &q[t * q_dim + head * hd];
-    std::vector<float> scores(static_cast<size_t>(len));
-    for (int64_t j = 0; j < len; ++j) scores[j] = kernels::Dot(qv, kv.Key(layer_index, j) + kvh * hd, hd) * scale;
-    kernels::Softmax(scores.data(), len);
-    float* o = out + t * q_dim + head * hd;
-    std::fill(o, o + hd, 0.0f);
-    for (int64_t j = 0; j < len; ++j) kernels::Axpy(scores[j], kv.Value(layer_index, j) + kvh * hd, hd, o);
-  });
+  kernels::PagedAttentionArgs a;
+  a.q = q;
+  a.out = s->attn.data();
+  a.rows = n;
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.head_dim = hd;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  a.k_base = kbase;
+  a.v_base = vbase;
+  a.half_block_bytes = half_block;
+  a.block_size = bs;
+  a.bf16 = lay.dtype == KvDType::kBF16;
+  a.positions = s->positions.data();
+  a.block_tables = s->tables.data();
+  kernels::PagedAttention(a, &s->attention);
 }
 
-Status Model::Forward(const std::vector<int32_t>& tokens, KvCache* cache, bool all_logits,
-                      std::vector<float>* logits, Routing* routing) const {
+Status Model::ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv, ForwardScratch* s,
+                           float* logits, Routing* routing) const {
   const ModelConfig& c = config();
-  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return Status::InvalidArgument("no tokens to run");
+  const KvLayout& lay = kv->layout();
+  if (lay.num_layers != c.num_layers || lay.num_kv_heads != c.num_kv_heads || lay.head_dim != c.head_dim) {
+    return Status::InvalidArgument("KV storage layout does not match the model");
+  }
+  s->positions.resize(static_cast<size_t>(n));
+  s->tables.resize(static_cast<size_t>(n));
+  int64_t row = 0;
+  for (const BatchSequence& seq : batch.seqs) {
+    for (int64_t i = 0; i < seq.num_tokens; ++i, ++row) {
+      if (row >= n) return Status::InvalidArgument("batch sequences cover more rows than it has tokens");
+      s->positions[row] = seq.start + i;
+      s->tables[row] = seq.block_table;
+    }
+  }
+  if (row != n) return Status::InvalidArgument("batch sequences cover fewer rows than it has tokens");
+  const int64_t max_pos = MaxPositions();
   for (int64_t t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= c.vocab_size) {
-      return Status::InvalidArgument("token " + std::to_string(tokens[t]) + " at position " +
-                                     std::to_string(t) + " is outside the vocabulary of " +
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.vocab_size) {
+      return Status::InvalidArgument("token " + std::to_string(batch.tokens[t]) + " at position " +
+                                     std::to_string(s->positions[t]) + " is outside the vocabulary of " +
                                      std::to_string(c.vocab_size));
+    }
+    if (max_pos > 0 && s->positions[t] >= max_pos) {
+      return Status::InvalidArgument("position " + std::to_string(s->positions[t]) +
+                                     " is beyond the model's context of " + std::to_string(max_pos) +
+                                     " tokens (max_position_embeddings)");
     }
   }
   const int64_t hidden = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   FR_ASSIGN_OR_RETURN(int64_t row_bytes, kernels::RowBytes(embed_->dtype, hidden));
-  std::vector<float> x(static_cast<size_t>(n * hidden));
+  float* x = Grow(&s->x, n * hidden);
   for (int64_t t = 0; t < n; ++t) {
-    FR_RETURN_IF_ERROR(kernels::DequantizeRow(embed_->dtype, embed_->data + tokens[t] * row_bytes, hidden,
-                                              &x[t * hidden]));
+    FR_RETURN_IF_ERROR(kernels::DequantizeRow(embed_->dtype, embed_->data + batch.tokens[t] * row_bytes, hidden,
+                                              x + t * hidden));
   }
-  cache->Reserve(n);
+  // RoPE angles once per row for all layers (as transformers: float angle,
+  // cos and sin evaluated in double and rounded).
+  const int64_t half = c.head_dim / 2;
+  float* rope = Grow(&s->rope, n * 2 * half);
+  for (int64_t t = 0; t < n; ++t) {
+    const float pos = static_cast<float>(s->positions[t]);
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = pos * inv_freq_[i];
+      rope[t * 2 * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      rope[t * 2 * half + half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  }
   if (routing) routing->assign(layers_.size(), {});
-  std::vector<float> h(x.size()), attn(static_cast<size_t>(n * c.num_heads * c.head_dim)), y(x.size());
+  float* h = Grow(&s->h, n * hidden);
+  Grow(&s->attn, n * c.num_heads * c.head_dim);
+  float* y = Grow(&s->y, n * hidden);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
-    for (int64_t t = 0; t < n; ++t) kernels::RmsNorm(&x[t * hidden], layer.attn_norm.data(), hidden, eps, &h[t * hidden]);
-    Attention(layer, static_cast<int64_t>(l), h.data(), n, cache, attn.data());
-    kernels::MatMul(layer.o, attn.data(), n, y.data());
-    kernels::Add(x.data(), y.data(), n * hidden, x.data());
-    for (int64_t t = 0; t < n; ++t) kernels::RmsNorm(&x[t * hidden], layer.ffn_norm.data(), hidden, eps, &h[t * hidden]);
+    for (int64_t t = 0; t < n; ++t) kernels::RmsNorm(x + t * hidden, layer.attn_norm.data(), hidden, eps, h + t * hidden);
+    Attention(layer, static_cast<int64_t>(l), n, kv, s);
+    kernels::MatMul(layer.o, s->attn.data(), n, y);
+    kernels::Add(x, y, n * hidden, x);
+    for (int64_t t = 0; t < n; ++t) kernels::RmsNorm(x + t * hidden, layer.ffn_norm.data(), hidden, eps, h + t * hidden);
     if (layer.moe) {
-      RunMoe(layer, h.data(), n, y.data(), routing ? &(*routing)[l] : nullptr);
+      RunMoe(layer, h, n, y, s, routing ? &(*routing)[l] : nullptr);
     } else {
-      RunMlp(layer.mlp, h.data(), n, y.data());
+      RunMlp(layer.mlp, h, n, y, s);
     }
-    kernels::Add(x.data(), y.data(), n * hidden, x.data());
+    kernels::Add(x, y, n * hidden, x);
   }
+  const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
+  if (rows == 0) return Status::Ok();
+  for (int64_t i = 0; i < rows; ++i) {
+    kernels::RmsNorm(x + batch.logit_rows[i] * hidden, final_norm_.data(), hidden, eps, h + i * hidden);
+  }
+  kernels::MatMul(lm_head_, h, rows, logits);
+  return Status::Ok();
+}
+
+Status Model::Forward(const std::vector<int32_t>& tokens, KvCache* cache, bool all_logits,
+                      std::vector<float>* logits, Routing* routing) const {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return Status::InvalidArgument("no tokens to run");
+  cache->Reserve(n);
+  engine::ForwardBatch batch;
+  batch.tokens = tokens;
+  batch.seqs.push_back({cache->length(), n, cache->block_table().data()});
+  for (int64_t t = all_logits ? 0 : n - 1; t < n; ++t) batch.logit_rows.push_back(t);
+  logits->resize(batch.logit_rows.size() * static_cast<size_t>(config().vocab_size));
+  ForwardScratch scratch;
+  FR_RETURN_IF_ERROR(ForwardBatch(batch, cache->storage(), &scratch, logits->data(), routing));
   cache->Advance(n);
-  const int64_t first = all_logits ? 0 : n - 1;
-  const int64_t rows = n - first;
-  for (int64_t t = first; t < n; ++t) {
-    kernels::RmsNorm(&x[t * hidden], final_norm_.data(), hidden, eps, &h[(t - first) * hidden]);
-  }
-  logits->resize(static_cast<size_t>(rows * c.vocab_size));
-  kernels::MatMul(lm_head_, h.data(), rows, logits->data());
   return Status::Ok();
 }
 

@@ -14,9 +14,16 @@
 // when norm_topk_prob. Forward() can record the chosen expert ids per layer
 // and token in that (descending) order.
 //
-// Thread safety: a Model is immutable after Load(); Forward() may be called
-// from several threads at once on distinct caches (the kernels' worker pool
-// serialises the matrix products).
+// Every forward pass is a ForwardBatch (forward_batch.h): many sequences'
+// tokens flattened into rows over a paged KV storage. Row results are
+// batch-invariant: a row's logits depend only on its sequence and the
+// weights, never on the other rows, the thread count, or whether the row was
+// part of a prefill chunk or a decode step (the matmul reduces each output in
+// one fixed order; attention.h; norms and routing are per row).
+//
+// Thread safety: a Model is immutable after Load(); Forward() and
+// ForwardBatch() may be called from several threads at once on distinct
+// caches and scratch (the kernels' worker pool serialises their kernels).
 #pragma once
 
 #include <cstdint>
@@ -28,7 +35,9 @@
 #include "engine/format/model_loader.h"
 #include "engine/kernels/matmul.h"
 #include "engine/models/architecture.h"
+#include "engine/models/forward_batch.h"
 #include "engine/models/kv_cache.h"
+#include "engine/models/paged_kv_storage.h"
 
 namespace flashroll::engine {
 
@@ -55,22 +64,36 @@ class Model {
   const ModelFiles& files() const { return *files_; }
   const Architecture& architecture() const { return *arch_; }
 
-  // An empty cache sized for this model.
+  // An empty single-sequence cache (f32) for Forward().
   KvCache NewCache() const;
+  // The KV layout of this model with the given block size and dtype.
+  KvLayout KvLayoutFor(int64_t block_size, KvDType dtype) const;
 
   // Runs `tokens` at positions cache->length() .. + tokens.size() - 1,
   // appending their keys and values to the cache. Writes the logits of every
   // token ([tokens.size()][vocab]) when all_logits, else of the last token
   // only ([vocab]), to *logits. When routing is not null, it receives the
   // expert ids chosen for these tokens. Returns InvalidArgument for a token
-  // id outside the vocabulary (naming its position) or an empty token list.
+  // id outside the vocabulary (naming its position), an empty token list, or
+  // positions beyond max_position_embeddings (naming the limit).
   Status Forward(const std::vector<int32_t>& tokens, KvCache* cache, bool all_logits,
                  std::vector<float>* logits, Routing* routing = nullptr) const;
+
+  // Runs one batch over `kv` (whose layout must be KvLayoutFor(...) of this
+  // model), writing every row's keys and values into its sequence's blocks,
+  // and the logits of batch.logit_rows to logits[i][vocab]. With routing,
+  // receives [layer][row][k] expert ids. Token ids and positions are checked
+  // as in Forward (errors name the row).
+  Status ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv, ForwardScratch* scratch,
+                      float* logits, Routing* routing = nullptr) const;
 
   // Number of weight elements (the tied embedding counted once).
   int64_t ParameterCount() const;
   // Bytes of KV cache one token takes (float32 keys and values, all layers).
   int64_t KvBytesPerToken() const;
+  // The positions the model is configured for (max_position_embeddings; 0
+  // when the config leaves it out).
+  int64_t MaxPositions() const;
   // The storage type of the projection weights ("f32", "bf16", "q8_0", ...).
   std::string WeightDType() const;
 
@@ -85,10 +108,10 @@ class Model {
   Result<kernels::WeightView> Linear(const std::string& name, int64_t rows, int64_t cols);
   Result<std::vector<float>> Vector(const std::string& name, int64_t n);
 
-  void Attention(const Layer& layer, int64_t layer_index, const float* h, int64_t n, KvCache* cache,
-                 float* out) const;
-  void RunMlp(const Mlp& mlp, const float* h, int64_t n, float* out) const;
-  void RunMoe(const Layer& layer, const float* h, int64_t n, float* out,
+  void Attention(const Layer& layer, int64_t layer_index, int64_t n, PagedKvStorage* kv,
+                 ForwardScratch* s) const;
+  void RunMlp(const Mlp& mlp, const float* h, int64_t n, float* out, ForwardScratch* s) const;
+  void RunMoe(const Layer& layer, const float* h, int64_t n, float* out, ForwardScratch* s,
               std::vector<std::vector<int32_t>>* routing) const;
 
   std::unique_ptr<ModelFiles> files_;

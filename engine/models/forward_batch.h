@@ -1,0 +1,41 @@
+// ForwardBatch: one step's worth of tokens from many sequences, flattened.
+//
+// Rows are grouped by sequence. Sequence s contributes num_tokens rows at
+// positions start .. start + num_tokens - 1; its keys and values for
+// positions below start are already in the KV storage, in the blocks its
+// block table lists (block_table[p / block_size] holds position p). The
+// table must already cover every position the batch writes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/kernels/attention.h"
+
+namespace flashroll::engine {
+
+struct BatchSequence {
+  int64_t start = 0;
+  int64_t num_tokens = 0;
+  const int32_t* block_table = nullptr;
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> tokens;      // all rows, sequence by sequence
+  std::vector<BatchSequence> seqs;
+  std::vector<int64_t> logit_rows;  // rows whose logits are wanted, ascending
+};
+
+// Buffers a forward pass reuses from step to step; one per calling thread.
+struct ForwardScratch {
+  std::vector<float> x, h, attn, y, q, k, v, gate, up, rope;
+  std::vector<int64_t> positions;
+  std::vector<const int32_t*> tables;
+  std::vector<float> moe_probs, moe_xs, moe_ys, shared;
+  std::vector<int32_t> moe_chosen;
+  std::vector<std::vector<int64_t>> moe_tokens;
+  std::vector<std::vector<float>> moe_weights;
+  kernels::AttentionScratch attention;
+};
+
+}  // namespace flashroll::engine
