@@ -1,0 +1,37 @@
+// Backend: the seam between the serving engine and the hardware that runs a
+// model — where the KV blocks live and which kernels run a ForwardBatch.
+//
+// The engine decides what runs (step_scheduler, block_manager); a backend
+// only stores blocks and runs batches, so a CUDA backend replaces this one
+// without touching the scheduler. The CPU backend keeps the blocks in host
+// memory (PagedKvStorage) and runs Model::ForwardBatch on the kernels of
+// engine/kernels/.
+//
+// Thread safety: none; the engine loop thread owns its backend.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+#include "engine/models/forward_batch.h"
+#include "engine/models/model.h"
+#include "engine/models/paged_kv_storage.h"
+
+namespace flashroll::engine {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  // Creates storage for num_blocks blocks of `layout` (once, before Forward).
+  virtual Status AllocateKv(const KvLayout& layout, int64_t num_blocks) = 0;
+  // Copies block `from` into block `to` in every layer (copy-on-write).
+  virtual void CopyKvBlock(int32_t from, int32_t to) = 0;
+  // Runs one batch; logits receives [batch.logit_rows.size()][vocab].
+  virtual Status Forward(const ForwardBatch& batch, float* logits, Routing* routing) = 0;
+};
+
+// The CPU backend over `model` (which must outlive it).
+std::unique_ptr<Backend> NewCpuBackend(const Model& model);
+
+}  // namespace flashroll::engine

@@ -1,0 +1,37 @@
+#include <optional>
+
+#include "engine/serving/backend.h"
+
+namespace flashroll::engine {
+namespace {
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(const Model& model) : model_(model) {}
+
+  const char* name() const override { return "cpu"; }
+
+  Status AllocateKv(const KvLayout& layout, int64_t num_blocks) override {
+    storage_.emplace(layout);
+    storage_->Resize(num_blocks);
+    return Status::Ok();
+  }
+
+  void CopyKvBlock(int32_t from, int32_t to) override { storage_->CopyBlock(from, to); }
+
+  Status Forward(const ForwardBatch& batch, float* logits, Routing* routing) override {
+    if (!storage_) return Status::FailedPrecondition("the CPU backend has no KV storage yet");
+    return model_.ForwardBatch(batch, &*storage_, &scratch_, logits, routing);
+  }
+
+ private:
+  const Model& model_;
+  std::optional<PagedKvStorage> storage_;
+  ForwardScratch scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> NewCpuBackend(const Model& model) { return std::make_unique<CpuBackend>(model); }
+
+}  // namespace flashroll::engine

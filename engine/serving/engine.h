@@ -1,0 +1,156 @@
+// Engine: the serving core. One loop thread owns the model and runs steps;
+// each step is one flattened batch of many sequences (chunked prefill mixed
+// with decode) over a paged KV cache with prefix caching (step_scheduler.h,
+// block_manager.h, backend.h). Callers on any thread submit requests and
+// read their tokens from a RequestStream.
+//
+// A request with n > 1 choices prefills its prompt once and forks the n
+// sequences from it: they share the prompt's KV blocks (copy-on-write).
+// Choice c's token t is drawn with UniformDouble(seed, c, t) (sampler.h), so
+// a seeded request gives the same tokens and bitwise-identical logprobs
+// alone or in any batch, with any thread count, in prefill or in decode.
+//
+// When KV memory runs short the youngest running sequence is preempted back
+// to waiting and later recomputed (its tokens so far are kept); the engine
+// never runs out of memory. A request that can never fit (prompt + max
+// tokens beyond the context, or beyond the whole KV pool) is refused at
+// Submit with an error naming the limit.
+//
+// Thread safety: all public methods may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/models/model.h"
+#include "engine/models/paged_kv_storage.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace flashroll::engine {
+
+struct EngineOptions {
+  int threads = 0;                  // kernel threads; 0 = all cores
+  int64_t max_running = 64;         // sequences decoding at once
+  int64_t max_batch_tokens = 512;   // tokens in one step (prefill chunks + decodes)
+  int64_t kv_memory_bytes = 1ll << 30;
+  int64_t block_size = 16;          // tokens per KV block
+  KvDType kv_dtype = KvDType::kBF16;
+  int64_t max_model_len = 0;        // 0 = the model's max_position_embeddings
+  bool prefix_caching = true;
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;     // token ids, at least one
+  SamplingParams sampling;         // temperature 0 = greedy
+  int64_t max_tokens = 16;         // per choice
+  int32_t n = 1;                   // choices
+  std::vector<int32_t> stop_tokens;      // end a choice (the token is kept), besides EOS
+  std::vector<std::string> stop_strings;  // end a choice when its text contains one (text up to it kept)
+  bool ignore_eos = false;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+const char* FinishReasonName(FinishReason reason);  // "stop", "length", "abort"
+
+// One event of a request's stream: a token of one choice, or the end of a
+// choice. Tokens of one choice arrive in order; choices interleave.
+struct StreamEvent {
+  int32_t choice = 0;
+  bool has_token = false;
+  SampledToken token;                        // when has_token
+  FinishReason finish = FinishReason::kNone;  // set on the choice's last event
+  std::string stop_string;                   // the stop string that matched, if any
+};
+
+// The tokens and logprobs of one finished choice.
+struct Choice {
+  std::vector<int32_t> tokens;
+  std::vector<SampledToken> samples;  // one per token
+  FinishReason finish = FinishReason::kNone;
+  std::string stop_string;
+};
+
+struct EngineStats {
+  int64_t waiting = 0, running = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0;
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
+  int64_t prompt_tokens = 0, generated_tokens = 0;  // totals since start
+  int64_t preemptions = 0, steps = 0;
+};
+
+class Engine;
+
+// The consumer side of one request. Destroying it (or Cancel) aborts the
+// request and frees its sequences and KV blocks at the next step.
+class RequestStream {
+ public:
+  ~RequestStream();
+  RequestStream(const RequestStream&) = delete;
+  RequestStream& operator=(const RequestStream&) = delete;
+
+  // Blocks for the next event; std::nullopt once every choice has finished
+  // (or on timeout, with *timed_out set when given).
+  std::optional<StreamEvent> Next(std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                                  bool* timed_out = nullptr);
+  // Reads events until the end and returns the n choices.
+  std::vector<Choice> Collect();
+  void Cancel();
+  int32_t n() const { return n_; }
+
+ private:
+  friend class Engine;
+  RequestStream(Engine* engine, uint64_t id, int32_t n) : engine_(engine), id_(id), n_(n) {}
+  void Push(StreamEvent event);
+
+  Engine* engine_;
+  uint64_t id_;
+  int32_t n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;
+  int32_t finished_ = 0;
+  bool cancelled_ = false;
+};
+
+class Engine {
+ public:
+  // Starts the loop thread over `model` (which must outlive the engine).
+  // `tokenizer` may be null: stop strings are then refused.
+  static Result<std::unique_ptr<Engine>> Start(const Model& model, const Tokenizer* tokenizer,
+                                               const EngineOptions& options);
+  ~Engine();  // aborts what is in flight and joins the loop thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. InvalidArgument naming the field: an empty prompt, a
+  // token outside the vocabulary (with its position), n < 1, negative
+  // max_tokens, bad sampling parameters, prompt + max_tokens beyond
+  // max_model_len or beyond the KV pool ("... exceeds the context of N tokens").
+  Result<std::shared_ptr<RequestStream>> Submit(GenerationRequest request);
+
+  // Submit + Collect.
+  Result<std::vector<Choice>> Generate(GenerationRequest request);
+
+  EngineStats Stats() const;
+  int64_t max_model_len() const;
+  const Model& model() const;
+
+ private:
+  friend class RequestStream;
+  Engine() = default;
+  void Cancel(uint64_t id);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace flashroll::engine

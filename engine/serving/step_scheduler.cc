@@ -1,0 +1,143 @@
+#include "engine/serving/step_scheduler.h"
+
+#include <algorithm>
+
+namespace flashroll::engine {
+namespace {
+
+bool Older(const Sequence* a, const Sequence* b) { return a->arrival < b->arrival; }
+
+}  // namespace
+
+void StepScheduler::AddWaiting(Sequence* seq) {
+  seq->running = false;
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, Older), seq);
+}
+
+void StepScheduler::AddRunning(Sequence* seq) {
+  seq->running = true;
+  running_.push_back(seq);
+}
+
+void StepScheduler::ReleaseBlocks(Sequence* seq) {
+  for (int32_t b : seq->blocks) blocks_->Release(b);
+  seq->blocks.clear();
+  seq->hashes.clear();
+  seq->computed = 0;
+}
+
+void StepScheduler::Remove(Sequence* seq) {
+  auto& list = seq->running ? running_ : waiting_;
+  list.erase(std::remove(list.begin(), list.end(), seq), list.end());
+  ReleaseBlocks(seq);
+  seq->running = false;
+}
+
+void StepScheduler::Preempt(Sequence* seq) {
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  ReleaseBlocks(seq);
+  AddWaiting(seq);
+  ++preemptions_;
+}
+
+bool StepScheduler::EnsureBlocks(Sequence* seq, int64_t upto) {
+  const int64_t bs = blocks_->block_size();
+  // The block that position `computed` falls in may be shared with a fork
+  // sibling: write into a private copy.
+  if (seq->computed % bs != 0) {
+    int32_t& shared = seq->blocks[seq->computed / bs];
+    if (blocks_->RefCount(shared) > 1) {
+      const int32_t copy = blocks_->Allocate();
+      if (copy < 0) return false;
+      backend_->CopyKvBlock(shared, copy);
+      blocks_->Release(shared);
+      shared = copy;
+    }
+  }
+  const int64_t need = (upto + bs - 1) / bs;
+  while (static_cast<int64_t>(seq->blocks.size()) < need) {
+    const int32_t b = blocks_->Allocate();
+    if (b < 0) return false;
+    seq->blocks.push_back(b);
+  }
+  return true;
+}
+
+std::vector<StepScheduler::Item> StepScheduler::Schedule() {
+  std::vector<Item> plan;
+  int64_t budget = options_.max_batch_tokens;
+  auto planned = [&](const Sequence* s) {
+    return std::any_of(plan.begin(), plan.end(), [&](const Item& it) { return it.seq == s; });
+  };
+  std::sort(running_.begin(), running_.end(), Older);
+  // Decodes first, then unfinished prefills and recomputes.
+  for (int pass = 0; pass < 2 && budget > 0; ++pass) {
+    const std::vector<Sequence*> order = running_;
+    for (Sequence* seq : order) {
+      if (budget == 0) break;
+      if (!seq->running || planned(seq)) continue;
+      const int64_t remaining = static_cast<int64_t>(seq->tokens.size()) - seq->computed;
+      if ((remaining == 1) != (pass == 0)) continue;
+      const int64_t n = std::min(remaining, budget);
+      bool fits = EnsureBlocks(seq, seq->computed + n);
+      while (!fits) {
+        // Preempt the youngest running sequence not already in this step.
+        Sequence* victim = nullptr;
+        for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+          if (!planned(*it)) {
+            victim = *it;
+            break;
+          }
+        }
+        if (victim == nullptr) break;
+        Preempt(victim);
+        if (victim == seq) break;
+        fits = EnsureBlocks(seq, seq->computed + n);
+      }
+      if (!fits) continue;
+      plan.push_back({seq, n});
+      budget -= n;
+    }
+  }
+  // Admit waiting sequences in arrival order.
+  while (budget > 0 && !waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_running) {
+    Sequence* seq = waiting_.front();
+    const int64_t bs = blocks_->block_size();
+    const int64_t len = static_cast<int64_t>(seq->tokens.size());
+    if (seq->blocks.empty()) {
+      // At least the last token is computed again: its logits are needed.
+      seq->blocks = blocks_->MatchPrefix(seq->tokens, (len - 1) / bs, options_.salt, &seq->hashes);
+      seq->computed = static_cast<int64_t>(seq->blocks.size()) * bs;
+    }
+    int64_t n = std::min(len - seq->computed, budget);
+    const int64_t room = (static_cast<int64_t>(seq->blocks.size()) + blocks_->available()) * bs - seq->computed;
+    n = std::min(n, room);
+    if (n <= 0 || !EnsureBlocks(seq, seq->computed + n)) {
+      ReleaseBlocks(seq);
+      break;
+    }
+    waiting_.erase(waiting_.begin());
+    AddRunning(seq);
+    plan.push_back({seq, n});
+    budget -= n;
+  }
+  return plan;
+}
+
+void StepScheduler::Commit(const std::vector<Item>& plan) {
+  const int64_t bs = blocks_->block_size();
+  for (const Item& it : plan) {
+    Sequence* seq = it.seq;
+    seq->computed += it.num_tokens;
+    const int64_t full = seq->computed / bs;
+    while (static_cast<int64_t>(seq->hashes.size()) < full) {
+      const int64_t i = static_cast<int64_t>(seq->hashes.size());
+      std::span<const int32_t> chunk(seq->tokens.data() + i * bs, static_cast<size_t>(bs));
+      const uint64_t h = BlockManager::ChainHash(i == 0 ? 0 : seq->hashes.back(), chunk, options_.salt);
+      blocks_->Register(seq->blocks[i], h, chunk);
+      seq->hashes.push_back(h);
+    }
+  }
+}
+
+}  // namespace flashroll::engine

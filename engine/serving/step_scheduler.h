@@ -1,0 +1,84 @@
+// StepScheduler: which sequences run in the next step, and how many tokens
+// of each.
+//
+// A sequence holds tokens (prompt, then what it generated) of which the
+// first `computed` have keys and values in its blocks. Each step runs, for
+// every scheduled sequence, its next uncomputed tokens: one for a decode, a
+// chunk for a prefill or a recompute after preemption. So prefill chunks and
+// decodes share one flattened batch under a token budget. Running sequences
+// go first (decodes, then unfinished prefills, oldest first); waiting ones
+// are admitted in arrival order while the budget, max_running and the KV
+// blocks allow. When a running sequence needs a block and none is left, the
+// youngest running sequence is preempted: its blocks are released and it
+// waits to be recomputed (its full blocks likely stay cached).
+//
+// Thread safety: none; the engine loop thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/serving/backend.h"
+#include "engine/serving/block_manager.h"
+
+namespace flashroll::engine {
+
+struct Sequence {
+  uint64_t arrival = 0;            // admission order; larger = younger
+  std::vector<int32_t> tokens;     // prompt + generated
+  int64_t prompt_len = 0;
+  int64_t computed = 0;            // tokens with KV in `blocks`
+  std::vector<int32_t> blocks;     // block table
+  std::vector<uint64_t> hashes;    // chained hashes of the leading full blocks known to the cache
+  bool running = false;
+  void* owner = nullptr;           // the engine's request
+  int32_t choice = 0;
+};
+
+struct StepOptions {
+  int64_t max_running = 64;
+  int64_t max_batch_tokens = 512;
+  uint64_t salt = 0;  // prefix-cache salt: model, weight version, KV dtype
+};
+
+class StepScheduler {
+ public:
+  StepScheduler(BlockManager* blocks, Backend* backend, const StepOptions& options)
+      : blocks_(blocks), backend_(backend), options_(options) {}
+
+  struct Item {
+    Sequence* seq;
+    int64_t num_tokens;
+  };
+
+  void AddWaiting(Sequence* seq);
+  // Adds a sequence that already holds its blocks (a fork) as running.
+  void AddRunning(Sequence* seq);
+  // Takes a sequence out (finished or cancelled) and releases its blocks.
+  void Remove(Sequence* seq);
+
+  // Plans the next step: allocates (and copies on write) the blocks every
+  // planned token needs. Empty when nothing can run.
+  std::vector<Item> Schedule();
+  // After the step ran: marks the planned tokens computed and makes newly
+  // full blocks known to the prefix cache.
+  void Commit(const std::vector<Item>& plan);
+
+  int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t preemptions() const { return preemptions_; }
+
+ private:
+  bool EnsureBlocks(Sequence* seq, int64_t upto);
+  void Preempt(Sequence* seq);
+  void ReleaseBlocks(Sequence* seq);
+
+  BlockManager* blocks_;
+  Backend* backend_;
+  StepOptions options_;
+  std::vector<Sequence*> waiting_;  // ascending arrival
+  std::vector<Sequence*> running_;
+  int64_t preemptions_ = 0;
+};
+
+}  // namespace flashroll::engine
