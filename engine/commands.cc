@@ -18,9 +18,11 @@
 
 #include "common/flags.h"
 #include "common/json.h"
-#include "engine/models/generate.h"
+#include "engine/serving/decode_benchmark.h"
+#include "engine/serving/generate.h"
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
+#include "engine/server/serve.h"
 #include "engine/tokenizer/streaming_decoder.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -249,12 +251,79 @@ int RunModelInfo(const std::vector<std::string>& args) {
   return 0;
 }
 
+int RunBenchDecode(const std::vector<std::string>& args) {
+  std::string model_path, kv_dtype = "bf16";
+  int64_t threads = 0, batch = 1, context = 64, gen = 64, prefill = 512, repeats = 3;
+  bool json = false;
+  FlagParser flags("flashroll bench decode --model PATH [--threads N] [--batch B] [--context C] [--json]",
+                   "Measures the serving engine: prefill tokens/s of one --prefill-tokens prompt, and "
+                   "decode tokens/s of --batch sequences decoding --gen tokens each after a prompt of "
+                   "--context tokens (greedy, prefix caching off; median of --repeats runs after a warm-up).");
+  flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
+  flags.Int("--threads", &threads, "kernel threads (default: all cores)");
+  flags.Int("--batch", &batch, "sequences decoding at once (default 1)");
+  flags.Int("--context", &context, "prompt tokens of each decoding sequence (default 64)");
+  flags.Int("--gen", &gen, "tokens each sequence generates (default 64)");
+  flags.Int("--prefill-tokens", &prefill, "prompt tokens of the prefill measurement (default 512)");
+  flags.Int("--repeats", &repeats, "measured runs; the median is reported (default 3)");
+  flags.String("--kv-dtype", &kv_dtype, "KV cache dtype: bf16 (default) or f32");
+  flags.Bool("--json", &json, "print one JSON object");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  engine::DecodeBenchmarkOptions options;
+  auto dtype = engine::ParseKvDType(kv_dtype);
+  if (!dtype.ok()) return ReportFailure(dtype.status().Wrap("--kv-dtype"));
+  options.kv_dtype = *dtype;
+  options.threads = static_cast<int>(threads);
+  options.batch = batch;
+  options.context = context;
+  options.gen_tokens = gen;
+  options.prefill_tokens = prefill;
+  options.repeats = static_cast<int>(repeats);
+  Result<std::unique_ptr<Model>> model = LoadModel(model_path);
+  if (!model.ok()) return ReportFailure(model.status());
+  auto result = engine::RunDecodeBenchmark(**model, options);
+  if (!result.ok()) return ReportFailure(result.status());
+  if (json) {
+    WriteOut(DumpJson(Json{{"tokens_per_s", result->tokens_per_s},
+                           {"prefill_tokens_per_s", result->prefill_tokens_per_s}}) + "\n");
+  } else {
+    WriteOut("decode: " + std::to_string(result->tokens_per_s) + " tokens/s\nprefill: " +
+             std::to_string(result->prefill_tokens_per_s) + " tokens/s\n");
+  }
+  return 0;
+}
+
+int RunServe(const std::vector<std::string>& args) {
+  engine::ServeOptions o;
+  FlagParser flags(
+      "flashroll serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key-file F] [--threads N] "
+      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N]",
+      "Serves the model over an OpenAI-compatible HTTP API (/v1/models, /v1/completions, "
+      "/v1/chat/completions, /health, /metrics) until SIGINT or SIGTERM. Prints \"serving NAME on URL\" "
+      "once it accepts connections (--port 0 picks a free port).");
+  flags.String("--model", &o.model_path, "Hugging Face model directory or GGUF file");
+  flags.String("--host", &o.host, "address to listen on (default 127.0.0.1)");
+  flags.Int("--port", &o.port, "port to listen on (default 8000; 0: a free one)");
+  flags.String("--api-key-file", &o.api_key_file, "file holding the key clients send as \"Authorization: Bearer KEY\"");
+  flags.String("--served-model-name", &o.served_model_name, "the model's name in the API (default: PATH's basename)");
+  flags.Int("--threads", &o.threads, "kernel threads (default: all cores)");
+  flags.Int("--max-running", &o.max_running, "sequences decoding at once (default 64)");
+  flags.String("--kv-memory", &o.kv_memory, "memory for the KV cache, e.g. 512M or 2G (default 2G)");
+  flags.String("--kv-dtype", &o.kv_dtype, "KV cache dtype: bf16 (default) or f32");
+  flags.Int("--max-model-len", &o.max_model_len, "context limit in tokens (default: the model's)");
+  flags.Int("--max-connections", &o.max_connections, "concurrent connections; more are answered 429 (default 64)");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  return engine::RunServe(o);
+}
+
 }  // namespace
 
 void RegisterEngineCommands(Registry& registry) {
   registry.AddCommand({"logits", "print a model's logits for given token ids (JSON)", RunLogits});
   registry.AddCommand({"generate", "generate a continuation from token ids or a text prompt", RunGenerate});
+  registry.AddCommand({"bench decode", "measure the engine's decode and prefill tokens/s on a model", RunBenchDecode});
   registry.AddCommand({"model-info", "print a model's family, size, KV bytes per token and dtype", RunModelInfo});
+  registry.AddCommand({"serve", "serve a model over an OpenAI-compatible HTTP API", RunServe});
 }
 
 }  // namespace flashroll

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -182,12 +183,16 @@ int RunEval(const std::vector<std::string>& args) {
   if (!tokenizer.ok()) return ReportFailure(tokenizer.status());
   auto manager = sandbox::Manager::Open();
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("eval needs sandboxes"));
+  engine::EngineOptions engine_options;
+  engine_options.max_running = std::max<int64_t>(threads, 1);
+  auto engine = engine::Engine::Start(**model, tokenizer->get(), engine_options);
+  if (!engine.ok()) return ReportFailure(engine.status());
 
   ProgressOptions progress_options;
   progress_options.unit = "episodes";
   Progress progress("eval", options.scaffolds.size() * options.efforts.size() * static_cast<size_t>(per_cell),
                     progress_options);
-  auto report = Evaluate(**model, **tokenizer, **manager, options, &progress);
+  auto report = Evaluate(**engine, **tokenizer, **manager, options, &progress);
   progress.Finish();
   if (!report.ok()) return ReportFailure(report.status());
   if (json) {

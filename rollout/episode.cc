@@ -1,8 +1,6 @@
 #include "rollout/episode.h"
 
-#include <random>
-
-#include "engine/models/generate.h"
+#include <algorithm>
 
 namespace flashroll {
 namespace {
@@ -14,6 +12,7 @@ namespace {
 void AppendText(const engine::Tokenizer& tokenizer, const std::string& text, Episode* episode) {
   tokenizer.EncodeAppend(text, /*parse_special=*/true, &episode->tokens);
   episode->sampled.resize(episode->tokens.size(), 0);
+  episode->logprobs.resize(episode->tokens.size(), 0.0f);
 }
 
 int64_t CountTokens(const engine::Tokenizer& tokenizer, const std::string& text) {
@@ -22,7 +21,7 @@ int64_t CountTokens(const engine::Tokenizer& tokenizer, const std::string& text)
 
 }  // namespace
 
-Result<Episode> RunEpisode(const engine::Model& model, const engine::Tokenizer& tokenizer,
+Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& tokenizer,
                            const Scaffold& scaffold, const Task& task, Workspace& workspace,
                            const EpisodeOptions& options) {
   const int32_t im_end = tokenizer.TokenId("<|im_end|>");
@@ -35,31 +34,41 @@ Result<Episode> RunEpisode(const engine::Model& model, const engine::Tokenizer& 
                  task.prompt + "<|im_end|>\n<|im_start|>assistant\n",
              &episode);
 
-  engine::KvCache cache = model.NewCache();
-  std::mt19937_64 rng(options.seed);
-  std::vector<float> logits;
-  size_t fed = 0;  // tokens already in the KV cache
-  const int64_t vocab = model.config().vocab_size;
   episode.stop_reason = "max_turns";
+  std::vector<int32_t> stops = {im_end};
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    if (id != im_end && tokenizer.IsEndOfGeneration(id)) stops.push_back(id);
+  }
 
   for (int turn_index = 0; turn_index < options.max_turns; ++turn_index) {
     // Generate one assistant message, up to and including <|im_end|>.
     std::vector<int32_t> message;
     bool closed = false;
-    while (static_cast<int64_t>(episode.tokens.size()) < options.max_tokens) {
-      std::vector<int32_t> pending(episode.tokens.begin() + static_cast<long>(fed), episode.tokens.end());
-      FR_RETURN_IF_ERROR(model.Forward(pending, &cache, /*all_logits=*/false, &logits).Wrap("episode " + task.id));
-      fed = episode.tokens.size();
-      const int32_t next = options.temperature == 0
-                               ? engine::ArgMax(logits.data(), vocab)
-                               : engine::SampleToken(logits.data(), vocab, options.temperature, &rng);
-      episode.tokens.push_back(next);
-      episode.sampled.push_back(1);
-      if (next == im_end || tokenizer.IsEndOfGeneration(next)) {
-        closed = true;
-        break;
+    const int64_t budget = std::min(options.max_tokens, engine.max_model_len()) -
+                           static_cast<int64_t>(episode.tokens.size());
+    if (budget > 0) {
+      engine::GenerationRequest request;
+      request.prompt = episode.tokens;
+      request.max_tokens = budget;
+      request.stop_tokens = stops;
+      request.ignore_eos = true;  // the stop tokens above decide
+      request.sampling.temperature = options.temperature;
+      // Each turn draws from its own stream of the episode's seed.
+      request.sampling.seed = options.seed * 1'000'003ull + static_cast<uint64_t>(turn_index);
+      auto choices = engine.Generate(std::move(request));
+      if (!choices.ok()) return choices.status().Wrap("episode " + task.id);
+      const engine::Choice& choice = (*choices)[0];
+      if (choice.finish == engine::FinishReason::kAbort) return Status::Unavailable("episode " + task.id + ": the engine stopped");
+      for (const engine::SampledToken& t : choice.samples) {
+        episode.tokens.push_back(t.token);
+        episode.sampled.push_back(1);
+        episode.logprobs.push_back(t.logprob);
+        if (std::find(stops.begin(), stops.end(), t.token) != stops.end()) {
+          closed = true;
+          break;
+        }
+        message.push_back(t.token);
       }
-      message.push_back(next);
     }
 
     EpisodeTurn turn;

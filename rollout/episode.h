@@ -3,12 +3,16 @@
 // appended as token ids, and so on until an answer, a format error or a
 // budget ends it; then the task's verifier scores it.
 //
-// Token-in/token-out: the conversation lives as one growing token sequence
-// whose KV cache is kept across turns. Earlier turns are never re-tokenised,
-// so the tokens a trainer sees are exactly the tokens the engine sampled.
+// Token-in/token-out: the conversation lives as one growing token sequence;
+// each assistant turn is one request to the serving engine with the whole
+// conversation as its prompt (the engine's prefix cache finds the earlier
+// turns' KV blocks, so only the new tokens are computed). Earlier turns are
+// never re-tokenised, so the tokens a trainer sees are exactly the tokens the
+// engine sampled, each with its raw logprob.
 // The conversation is ChatML: <|im_start|>ROLE\nCONTENT<|im_end|>\n.
 //
-// Thread safety: RunEpisode is reentrant; the Model and Tokenizer are only read.
+// Thread safety: RunEpisode is reentrant; many episodes share one Engine
+// (their turns are batched together) and the Tokenizer is only read.
 #pragma once
 
 #include <chrono>
@@ -17,7 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/models/model.h"
+#include "engine/serving/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "rollout/scaffold.h"
 #include "tasks/task.h"
@@ -46,6 +50,7 @@ struct EpisodeTurn {
 struct Episode {
   std::vector<int32_t> tokens;       // the whole conversation
   std::vector<uint8_t> sampled;      // 1 where the engine sampled the token
+  std::vector<float> logprobs;       // the raw logprob of each sampled token, 0 elsewhere
   std::vector<EpisodeTurn> turns;
   std::string final_answer;
   bool answered = false;
@@ -56,7 +61,7 @@ struct Episode {
 // Runs one episode of `task` in `workspace` (prepared here with the task's
 // files). Errors only for failures of the machinery (engine, workspace); a
 // badly formatted turn ends the episode with verdict.success false.
-Result<Episode> RunEpisode(const engine::Model& model, const engine::Tokenizer& tokenizer,
+Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& tokenizer,
                            const Scaffold& scaffold, const Task& task, Workspace& workspace,
                            const EpisodeOptions& options);
 

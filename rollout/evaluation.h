@@ -3,7 +3,8 @@
 // reports tool-call format validity, task success and reasoning length.
 //
 // Thread safety: Evaluate runs episodes on `threads` worker threads; the
-// Model, Tokenizer and Manager are shared (all three allow it).
+// Engine, Tokenizer and Manager are shared (all three allow it); the
+// engine batches the episodes' turns.
 #pragma once
 
 #include <map>
@@ -13,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/progress.h"
-#include "engine/models/model.h"
+#include "engine/serving/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "rollout/episode.h"
 #include "rollout/scaffold.h"
@@ -56,7 +57,7 @@ struct EvalReport {
   std::string ToText() const;
 };
 
-Result<EvalReport> Evaluate(const engine::Model& model, const engine::Tokenizer& tokenizer,
+Result<EvalReport> Evaluate(engine::Engine& engine, const engine::Tokenizer& tokenizer,
                             sandbox::Manager& manager, const EvalOptions& options, Progress* progress);
 
 }  // namespace flashroll

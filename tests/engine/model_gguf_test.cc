@@ -19,7 +19,7 @@
 #include "engine/format/model_loader.h"
 #include "engine/kernels/quantize.h"
 #include "engine/models/architecture.h"
-#include "engine/models/generate.h"
+#include "engine/serving/generate.h"
 #include "engine/models/model.h"
 
 namespace flashroll::engine {

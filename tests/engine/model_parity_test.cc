@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "common/json.h"
-#include "engine/models/generate.h"
+#include "engine/serving/generate.h"
 #include "engine/models/model.h"
 
 namespace flashroll::engine {

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/models/generate.h"
+#include "engine/serving/generate.h"
 #include "engine/models/model.h"
 
 namespace flashroll::engine {
