@@ -1,0 +1,90 @@
+// OpenAI request bodies read into typed requests, and OpenAI-style errors.
+//
+// /v1/completions and /v1/chat/completions bodies are parsed here and
+// nowhere else: every field is checked for type and range, and the first
+// bad one is reported as a 400 naming it:
+//   {"error": {"message": "max_tokens: must be at least 1, got -5",
+//              "type": "invalid_request_error", "param": "max_tokens", "code": null}}
+// Fields OpenAI defines but this server cannot honour (logit_bias, suffix,
+// best_of != n, response_format other than text, tool_choice forcing a
+// function) are refused the same way rather than silently ignored; fields it
+// does not know are ignored, as OpenAI's own API does for new client fields.
+//
+// Thread safety: free functions, reentrant.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/chat_format.h"
+
+namespace flashroll::engine {
+
+// An error reply in OpenAI's shape.
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field; "" is sent as null
+  std::string code;   // e.g. "model_not_found", "context_length_exceeded"; "" is sent as null
+
+  // {"error": {"message", "type", "param", "code"}}.
+  Json ToJson() const;
+};
+
+// A 400 invalid_request_error naming `param`; the message is "param: why"
+// (just `why` when param is empty).
+ApiError InvalidRequest(std::string param, std::string why, std::string code = "");
+
+// The ApiError for a Status from the engine or tokenizer: the HTTP status
+// follows the code (HttpStatusFromCode), the type is invalid_request_error
+// for 4xx and server_error for 5xx, and the param is the field that leads
+// the message ("max_tokens: ..." names max_tokens), if any.
+ApiError ApiErrorFromStatus(const Status& status);
+
+// Fields shared by both generation endpoints.
+struct GenerationParams {
+  std::string model;
+  std::optional<int64_t> max_tokens;  // absent: the endpoint's default
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  SamplingParams sampling;     // temperature 1 unless given; seed random unless given
+  std::vector<std::string> stop;
+  bool logprobs = false;         // report each token's logprob
+  int32_t top_logprobs = 0;      // alternatives per token, 0-20
+  bool return_token_ids = false;  // vLLM's extension: token_ids per choice, prompt_token_ids
+  bool ignore_eos = false;        // vLLM's extension
+};
+
+struct CompletionRequest {
+  GenerationParams params;
+  bool prompt_is_tokens = false;
+  std::string prompt_text;             // when !prompt_is_tokens
+  std::vector<int32_t> prompt_tokens;  // when prompt_is_tokens
+  bool echo = false;                   // the prompt's text is put before each choice's text
+};
+
+struct ChatRequest {
+  GenerationParams params;
+  std::vector<ChatMessage> messages;    // "developer" is read as "system"
+  std::vector<std::string> tools_json;  // each {"type": "function", "function": {...}} as JSON text
+  bool tool_choice_none = false;        // tool_choice "none": tools are rendered, calls not parsed
+};
+
+// Parses a request body as one JSON object. A malformed body gives
+// "malformed JSON: parse error at byte B (line L, column C): ...".
+std::optional<ApiError> ParseJsonBody(std::string_view body, Json* out);
+
+// Reads a parsed body. Returns the first bad field, or nullopt with *out
+// filled. A missing seed is drawn at random, so unseeded requests differ.
+std::optional<ApiError> ReadCompletionRequest(const Json& body, CompletionRequest* out);
+std::optional<ApiError> ReadChatRequest(const Json& body, ChatRequest* out);
+
+}  // namespace flashroll::engine

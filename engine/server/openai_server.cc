@@ -1,0 +1,597 @@
+#include "engine/server/openai_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "common/log.h"
+#include "common/strings.h"
+#include "engine/server/choice_text.h"
+#include "engine/server/openai_request.h"
+#include "engine/server/openai_response.h"
+#include "engine/server/tool_calls.h"
+
+namespace flashroll::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a request waits for its next token before writing something, to
+// find out whether its client is still there.
+constexpr std::chrono::milliseconds kIdleWrite{500};
+// Not "application/json", which cpp-httplib would gzip, holding chunks back.
+constexpr char kJsonType[] = "application/json; charset=utf-8";
+constexpr char kCompletionsPath[] = "/v1/completions";
+constexpr char kChatPath[] = "/v1/chat/completions";
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned>(x ^ y);
+  }
+  return diff == 0;
+}
+
+const char* FinishName(FinishReason reason, bool cut_at_stop_string) {
+  if (cut_at_stop_string) return "stop";
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone: break;
+  }
+  return "stop";
+}
+
+Json TokenIdsJson(const std::vector<int32_t>& ids) {
+  Json out = Json::array();
+  for (int32_t id : ids) out.push_back(id);
+  return out;
+}
+
+Json ToolCallJson(const ChatToolCall& call, std::optional<size_t> index) {
+  Json j = {{"id", NewResponseId("call_")},
+            {"type", "function"},
+            {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  if (index) j["index"] = *index;
+  return j;
+}
+
+// One generation request, whichever route it came from.
+struct Job {
+  bool chat = false;
+  std::string endpoint;
+  GenerationParams params;
+  std::vector<int32_t> prompt;
+  std::string echo;               // completions with echo: the prompt's text
+  bool parse_tools = false;       // chat with tools: tool_calls from the text
+  ChatFormatKind kind = ChatFormatKind::kChatMl;
+  std::string id;
+  int64_t created = 0;
+  Clock::time_point arrived;
+};
+
+// A choice while it is generated.
+struct ChoiceState {
+  ChoiceState(const Tokenizer& tokenizer, const std::vector<std::string>& stops) : text(tokenizer, stops) {}
+  ChoiceText text;
+  std::vector<int32_t> tokens;
+  std::vector<SampledToken> samples;
+  FinishReason finish = FinishReason::kNone;
+  bool done = false;
+  size_t sent = 0;           // bytes of text already streamed
+  size_t samples_sent = 0;   // samples already streamed
+  size_t ids_sent = 0;       // token ids already streamed
+  size_t text_offset = 0;    // completions logprobs: where the next unsent token starts
+  bool echoed = false;       // completions with echo: the prompt's text was streamed
+  Clock::time_point last_token;
+};
+
+StreamResponse BodyReply(int status, std::string content_type, std::string body) {
+  StreamResponse reply;
+  reply.status = status;
+  reply.content_type = std::move(content_type);
+  reply.produce = [body = std::move(body)](ChunkWriter& writer) {
+    writer.Write(body);
+    return Status::Ok();
+  };
+  return reply;
+}
+
+StreamResponse ErrorReply(const ApiError& e) { return BodyReply(e.http_status, kJsonType, DumpJson(e.ToJson())); }
+
+HttpResponse RawJson(int status, const Json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = DumpJson(body);
+  return r;
+}
+
+}  // namespace
+
+struct OpenAiServer::Impl {
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  OpenAiServerOptions options;
+  std::unique_ptr<ChatFormat> chat_format;
+  Status chat_format_error;
+  ServerMetrics metrics;
+  int64_t started_at = UnixNow();
+  std::unique_ptr<HttpServer> http;
+
+  void AddRoutes();
+  std::optional<ApiError> CheckAuth(const HttpRequest& request) const;
+  std::optional<ApiError> CheckModel(const std::string& model) const;
+  // Fills job->prompt from the chat messages; sets parse_tools.
+  std::optional<ApiError> ChatPrompt(const ChatRequest& request, Job* job) const;
+  // The default max_tokens and the context check; fills `out`.
+  std::optional<ApiError> Budget(const Job& job, int64_t default_max_tokens, const char* prompt_field,
+                                 int64_t* max_tokens) const;
+  Result<StreamResponse> Completions(const HttpRequest& request);
+  Result<StreamResponse> Chat(const HttpRequest& request);
+  // Submits the job and returns the reply that streams or collects it.
+  StreamResponse Run(Job job, std::vector<int32_t> stop_tokens, int64_t max_tokens);
+  // Reply helpers that count the request in the metrics.
+  StreamResponse Fail(const std::string& endpoint, Clock::time_point arrived, const ApiError& e) {
+    metrics.ObserveRequest(endpoint, e.http_status, SecondsSince(arrived));
+    return ErrorReply(e);
+  }
+};
+
+std::optional<ApiError> OpenAiServer::Impl::CheckAuth(const HttpRequest& request) const {
+  if (options.api_key.empty()) return std::nullopt;
+  ApiError e;
+  e.http_status = 401;
+  e.code = "invalid_api_key";
+  std::optional<std::string> header = request.Header("authorization");
+  if (!header || header->size() < 7 || (header->compare(0, 7, "Bearer ") != 0 && header->compare(0, 7, "bearer ") != 0)) {
+    e.message = "missing API key: send \"Authorization: Bearer <key>\"";
+    return e;
+  }
+  if (!ConstantTimeEquals(TrimWhitespace(std::string_view(*header).substr(7)), options.api_key)) {
+    e.message = "incorrect API key";
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> OpenAiServer::Impl::CheckModel(const std::string& model) const {
+  if (model == options.model_name) return std::nullopt;
+  ApiError e;
+  e.http_status = 404;
+  e.param = "model";
+  e.code = "model_not_found";
+  e.message = "The model `" + model + "` does not exist; this server serves `" + options.model_name + "`.";
+  return e;
+}
+
+std::optional<ApiError> OpenAiServer::Impl::Budget(const Job& job, int64_t default_max_tokens, const char* prompt_field,
+                                                   int64_t* max_tokens) const {
+  const int64_t limit = engine->max_model_len();
+  const int64_t prompt = static_cast<int64_t>(job.prompt.size());
+  const std::string context = "This model's maximum context length is " + std::to_string(limit) + " tokens";
+  if (prompt >= limit) {
+    return InvalidRequest(prompt_field,
+                          context + "; the prompt has " + std::to_string(prompt) + " tokens, leaving none to generate.",
+                          "context_length_exceeded");
+  }
+  if (job.params.max_tokens) {
+    *max_tokens = *job.params.max_tokens;
+    if (prompt + *max_tokens > limit) {
+      return InvalidRequest("max_tokens",
+                            context + "; you requested " + std::to_string(prompt + *max_tokens) + " tokens (" +
+                                std::to_string(prompt) + " in the prompt, " + std::to_string(*max_tokens) +
+                                " for the completion).",
+                            "context_length_exceeded");
+    }
+  } else {
+    *max_tokens = std::min(default_max_tokens, limit - prompt);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> OpenAiServer::Impl::ChatPrompt(const ChatRequest& request, Job* job) const {
+  if (chat_format == nullptr) {
+    return InvalidRequest("messages", "this model has no usable chat template (" + chat_format_error.message() +
+                                          "); use /v1/completions");
+  }
+  const bool render_tools = chat_format->supports_tools();
+  Result<std::unique_ptr<ChatConversation>> conversation =
+      ChatConversation::Create(*chat_format, render_tools ? request.tools_json : std::vector<std::string>{});
+  if (!conversation.ok()) return InvalidRequest("tools", conversation.status().message());
+  job->kind = chat_format->kind();
+  for (size_t i = 0; i < request.messages.size(); ++i) {
+    ChatMessage m = request.messages[i];
+    if (!render_tools && !m.tool_calls.empty()) {
+      // The template cannot render calls: write them as the model writes them.
+      const std::string calls = ToolCallsAsText(job->kind, m.tool_calls);
+      m.content = m.content.empty() ? calls : m.content + "\n" + calls;
+      m.tool_calls.clear();
+    }
+    Status appended = (*conversation)->Append(m);
+    if (!appended.ok()) return InvalidRequest("messages[" + std::to_string(i) + "]", appended.message());
+  }
+  Status prompt = (*conversation)->AppendGenerationPrompt();
+  if (!prompt.ok()) return InvalidRequest("messages", prompt.message());
+  job->prompt = (*conversation)->tokens();
+  job->parse_tools = !request.tools_json.empty() && !request.tool_choice_none;
+  return std::nullopt;
+}
+
+Result<StreamResponse> OpenAiServer::Impl::Completions(const HttpRequest& http_request) {
+  Job job;
+  job.endpoint = kCompletionsPath;
+  job.arrived = Clock::now();
+  if (auto e = CheckAuth(http_request)) return Fail(job.endpoint, job.arrived, *e);
+  Json body;
+  if (auto e = ParseJsonBody(http_request.body, &body)) return Fail(job.endpoint, job.arrived, *e);
+  CompletionRequest request;
+  if (auto e = ReadCompletionRequest(body, &request)) return Fail(job.endpoint, job.arrived, *e);
+  if (auto e = CheckModel(request.params.model)) return Fail(job.endpoint, job.arrived, *e);
+  job.params = std::move(request.params);
+  if (request.prompt_is_tokens) {
+    job.prompt = std::move(request.prompt_tokens);
+    for (size_t i = 0; i < job.prompt.size(); ++i) {
+      if (job.prompt[i] >= tokenizer->vocab_size()) {
+        return Fail(job.endpoint, job.arrived,
+                    InvalidRequest("prompt", "token " + std::to_string(job.prompt[i]) + " at position " +
+                                                 std::to_string(i) + " is outside the vocabulary of " +
+                                                 std::to_string(tokenizer->vocab_size()) + " tokens"));
+      }
+    }
+    if (request.echo) job.echo = tokenizer->Decode(job.prompt, /*skip_special=*/true);
+  } else {
+    if (tokenizer->add_bos() && tokenizer->bos_id() >= 0) job.prompt.push_back(tokenizer->bos_id());
+    // Special tokens written in the prompt are those tokens, as transformers reads a prompt.
+    tokenizer->EncodeAppend(request.prompt_text, /*parse_special=*/true, &job.prompt);
+    if (request.echo) job.echo = request.prompt_text;
+  }
+  int64_t max_tokens = 0;
+  if (auto e = Budget(job, options.default_max_tokens, "prompt", &max_tokens)) {
+    return Fail(job.endpoint, job.arrived, *e);
+  }
+  job.id = NewResponseId("cmpl-");
+  job.created = UnixNow();
+  return Run(std::move(job), {}, max_tokens);
+}
+
+Result<StreamResponse> OpenAiServer::Impl::Chat(const HttpRequest& http_request) {
+  Job job;
+  job.chat = true;
+  job.endpoint = kChatPath;
+  job.arrived = Clock::now();
+  if (auto e = CheckAuth(http_request)) return Fail(job.endpoint, job.arrived, *e);
+  Json body;
+  if (auto e = ParseJsonBody(http_request.body, &body)) return Fail(job.endpoint, job.arrived, *e);
+  ChatRequest request;
+  if (auto e = ReadChatRequest(body, &request)) return Fail(job.endpoint, job.arrived, *e);
+  if (auto e = CheckModel(request.params.model)) return Fail(job.endpoint, job.arrived, *e);
+  if (auto e = ChatPrompt(request, &job)) return Fail(job.endpoint, job.arrived, *e);
+  job.params = std::move(request.params);
+  int64_t max_tokens = 0;
+  // Without max_tokens a reply may run to the end of the context, as OpenAI's does.
+  if (auto e = Budget(job, engine->max_model_len(), "messages", &max_tokens)) {
+    return Fail(job.endpoint, job.arrived, *e);
+  }
+  job.id = NewResponseId("chatcmpl-");
+  job.created = UnixNow();
+  return Run(std::move(job), chat_format->stop_tokens(), max_tokens);
+}
+
+StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens, int64_t max_tokens) {
+  GenerationRequest request;
+  request.prompt = job.prompt;
+  request.sampling = job.params.sampling;
+  request.max_tokens = max_tokens;
+  request.n = job.params.n;
+  request.stop_tokens = std::move(stop_tokens);
+  request.stop_strings = job.params.stop;
+  request.ignore_eos = job.params.ignore_eos;
+  Result<std::shared_ptr<RequestStream>> submitted = engine->Submit(std::move(request));
+  if (!submitted.ok()) return Fail(job.endpoint, job.arrived, ApiErrorFromStatus(submitted.status()));
+  std::shared_ptr<RequestStream> stream = std::move(submitted).value();
+
+  StreamResponse reply;
+  reply.status = 200;
+  if (job.params.stream) {
+    reply.content_type = "text/event-stream";
+    reply.headers.emplace("Cache-Control", "no-cache");
+  } else {
+    reply.content_type = kJsonType;
+  }
+  reply.produce = [this, job = std::move(job), stream](ChunkWriter& writer) -> Status {
+    const Tokenizer& tok = *tokenizer;
+    const GenerationParams& p = job.params;
+    const bool with_top = p.top_logprobs > 0;
+    const char* object = job.chat ? (p.stream ? "chat.completion.chunk" : "chat.completion")
+                                  : "text_completion";
+    std::vector<ChoiceState> choices;
+    choices.reserve(static_cast<size_t>(p.n));
+    for (int32_t c = 0; c < p.n; ++c) {
+      choices.emplace_back(tok, p.stop);
+      choices.back().last_token = job.arrived;
+    }
+    bool first_token = true;
+    bool stream_started = false;
+    auto gone = [&]() {
+      stream->Cancel();
+      metrics.ObserveRequest(job.endpoint, 499, SecondsSince(job.arrived));
+      return Status::Unavailable("client went away; request " + job.id + " cancelled");
+    };
+    auto chunk = [&](Json choice_list) {
+      Json j = {{"id", job.id}, {"object", object}, {"created", job.created}, {"model", options.model_name},
+                {"choices", std::move(choice_list)}};
+      if (p.return_token_ids && !stream_started) j["prompt_token_ids"] = TokenIdsJson(job.prompt);
+      stream_started = true;
+      return "data: " + DumpJson(j) + "\n\n";
+    };
+    // Something is written at least every kIdleWrite, so that a client
+    // that left is noticed (a write fails) while its request still runs: an
+    // SSE comment, or JSON's insignificant whitespace before the body.
+    Clock::time_point last_write = Clock::now();
+    auto write = [&](const std::string& data) {
+      last_write = Clock::now();
+      return writer.Write(data);
+    };
+    if (p.stream && job.chat) {
+      // The first chunk of each choice names the role, as OpenAI's do.
+      Json list = Json::array();
+      for (int32_t c = 0; c < p.n; ++c) {
+        list.push_back({{"index", c}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                        {"finish_reason", nullptr}});
+      }
+      if (!write(chunk(std::move(list)))) return gone();
+    }
+
+    while (true) {
+      if (Clock::now() - last_write >= kIdleWrite && !write(p.stream ? ": keep-alive\n\n" : " ")) return gone();
+      bool timed_out = false;
+      std::optional<StreamEvent> event = stream->Next(kIdleWrite, &timed_out);
+      if (timed_out) continue;
+      if (!event) break;
+      ChoiceState& s = choices[static_cast<size_t>(event->choice)];
+      if (event->has_token) {
+        const Clock::time_point now = Clock::now();
+        if (first_token) {
+          metrics.ObserveTimeToFirstToken(std::chrono::duration<double>(now - job.arrived).count());
+          first_token = false;
+        } else if (!s.tokens.empty()) {
+          metrics.ObserveInterTokenLatency(std::chrono::duration<double>(now - s.last_token).count());
+        }
+        s.last_token = now;
+        s.tokens.push_back(event->token.token);
+        s.samples.push_back(std::move(event->token));
+        s.text.Push(s.tokens.back());
+      }
+      if (event->finish != FinishReason::kNone) {
+        s.finish = event->finish;
+        s.done = true;
+        s.text.Finish();
+      }
+      if (!p.stream) continue;
+
+      // What this event lets the stream send for choice s.
+      const std::string& text = s.text.text();
+      size_t until = s.text.stable_length();
+      std::vector<ChatToolCall> calls;
+      std::string content_tail;
+      if (job.parse_tools) {
+        const size_t free = ToolCallFreeLength(job.kind, std::string_view(text).substr(0, until));
+        if (s.done) {
+          ParsedToolCalls parsed = ParseToolCalls(job.kind, text);
+          calls = std::move(parsed.calls);
+          if (!calls.empty()) until = std::max(free, s.sent);
+        } else {
+          until = free;
+        }
+      }
+      std::string delta = until > s.sent ? text.substr(s.sent, until - s.sent) : std::string();
+      s.sent = std::max(s.sent, until);
+      const bool new_samples = s.samples.size() > s.samples_sent;
+      if (delta.empty() && !s.done && !(p.logprobs && new_samples) && !(p.return_token_ids && new_samples)) {
+        continue;
+      }
+      std::span<const SampledToken> fresh(s.samples.data() + s.samples_sent, s.samples.size() - s.samples_sent);
+      Json choice = {{"index", event->choice}};
+      Json logprobs = nullptr;
+      if (p.logprobs) {
+        if (job.chat) {
+          logprobs = {{"content", ChatLogprobContent(tok, fresh, with_top)}};
+        } else {
+          logprobs = EmptyCompletionLogprobs(with_top);
+          size_t offset = job.echo.size() + s.text_offset;
+          AppendCompletionLogprobs(tok, fresh, with_top, &offset, &logprobs);
+          s.text_offset = offset - job.echo.size();
+        }
+      }
+      s.samples_sent = s.samples.size();
+      if (job.chat) {
+        Json d = Json::object();
+        if (!delta.empty()) d["content"] = delta;
+        if (!calls.empty()) {
+          Json list = Json::array();
+          for (size_t k = 0; k < calls.size(); ++k) list.push_back(ToolCallJson(calls[k], k));
+          d["tool_calls"] = std::move(list);
+        }
+        choice["delta"] = std::move(d);
+      } else {
+        choice["text"] = s.echoed ? delta : job.echo + delta;
+        s.echoed = true;
+      }
+      choice["logprobs"] = std::move(logprobs);
+      choice["finish_reason"] =
+          s.done ? Json(!calls.empty() ? "tool_calls" : FinishName(s.finish, s.text.stopped_by_string())) : Json(nullptr);
+      if (p.return_token_ids) {
+        choice["token_ids"] = TokenIdsJson(std::vector<int32_t>(s.tokens.begin() + static_cast<long>(s.ids_sent), s.tokens.end()));
+      }
+      s.ids_sent = s.tokens.size();
+      Json list = Json::array();
+      list.push_back(std::move(choice));
+      if (!write(chunk(std::move(list)))) return gone();
+    }
+
+    int64_t completion_tokens = 0;
+    for (const ChoiceState& s : choices) completion_tokens += static_cast<int64_t>(s.tokens.size());
+    const int64_t prompt_tokens = static_cast<int64_t>(job.prompt.size());
+    const Json usage = {{"prompt_tokens", prompt_tokens},
+                        {"completion_tokens", completion_tokens},
+                        {"total_tokens", prompt_tokens + completion_tokens}};
+
+    std::string out;
+    if (p.stream) {
+      if (p.include_usage) {
+        Json j = {{"id", job.id}, {"object", object}, {"created", job.created}, {"model", options.model_name},
+                  {"choices", Json::array()}, {"usage", usage}};
+        out += "data: " + DumpJson(j) + "\n\n";
+      }
+      out += "data: [DONE]\n\n";
+    } else {
+      Json list = Json::array();
+      for (size_t c = 0; c < choices.size(); ++c) {
+        ChoiceState& s = choices[c];
+        Json choice = {{"index", c}};
+        std::string finish = FinishName(s.finish, s.text.stopped_by_string());
+        if (job.chat) {
+          Json message = {{"role", "assistant"}, {"content", s.text.text()}};
+          if (job.parse_tools) {
+            ParsedToolCalls parsed = ParseToolCalls(job.kind, s.text.text());
+            if (!parsed.calls.empty()) {
+              message["content"] = parsed.content.empty() ? Json(nullptr) : Json(parsed.content);
+              Json calls = Json::array();
+              for (const ChatToolCall& call : parsed.calls) calls.push_back(ToolCallJson(call, std::nullopt));
+              message["tool_calls"] = std::move(calls);
+              finish = "tool_calls";
+            }
+          }
+          choice["message"] = std::move(message);
+          choice["logprobs"] =
+              p.logprobs ? Json{{"content", ChatLogprobContent(tok, s.samples, with_top)}} : Json(nullptr);
+        } else {
+          choice["text"] = job.echo + s.text.text();
+          if (p.logprobs) {
+            Json logprobs = EmptyCompletionLogprobs(with_top);
+            size_t offset = job.echo.size();
+            AppendCompletionLogprobs(tok, s.samples, with_top, &offset, &logprobs);
+            choice["logprobs"] = std::move(logprobs);
+          } else {
+            choice["logprobs"] = nullptr;
+          }
+        }
+        choice["finish_reason"] = finish;
+        if (p.return_token_ids) choice["token_ids"] = TokenIdsJson(s.tokens);
+        list.push_back(std::move(choice));
+      }
+      Json j = {{"id", job.id}, {"object", object}, {"created", job.created}, {"model", options.model_name},
+                {"choices", std::move(list)}, {"usage", usage}};
+      if (p.return_token_ids) j["prompt_token_ids"] = TokenIdsJson(job.prompt);
+      out = DumpJson(j);
+    }
+    if (!write(out)) return gone();
+    metrics.ObserveRequest(job.endpoint, 200, SecondsSince(job.arrived));
+    return Status::Ok();
+  };
+  return reply;
+}
+
+void OpenAiServer::Impl::AddRoutes() {
+  http->HandleStream(HttpMethod::kPost, kCompletionsPath,
+                     [this](const HttpRequest& r) { return Completions(r); });
+  http->HandleStream(HttpMethod::kPost, kChatPath, [this](const HttpRequest& r) { return Chat(r); });
+  http->HandleRaw(HttpMethod::kGet, "/v1/models", [this](const HttpRequest& r) -> Result<HttpResponse> {
+    if (auto e = CheckAuth(r)) return RawJson(e->http_status, e->ToJson());
+    Json model = {{"id", options.model_name},
+                  {"object", "model"},
+                  {"created", started_at},
+                  {"owned_by", "flashroll"},
+                  {"max_model_len", engine->max_model_len()}};
+    return RawJson(200, Json{{"object", "list"}, {"data", Json::array({model})}});
+  });
+  http->HandleRaw(HttpMethod::kGet, "/health", [](const HttpRequest&) -> Result<HttpResponse> {
+    return RawJson(200, Json{{"status", "ok"}});
+  });
+  http->HandleRaw(HttpMethod::kGet, "/metrics", [this](const HttpRequest&) -> Result<HttpResponse> {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics.Render(engine->Stats());
+    return r;
+  });
+  // Everything else: OpenAI-style 404 (401 first under /v1 without the key).
+  auto not_found = [this](const HttpRequest& r) -> Result<HttpResponse> {
+    if (r.path.rfind("/v1/", 0) == 0) {
+      if (auto e = CheckAuth(r)) return RawJson(e->http_status, e->ToJson());
+    }
+    ApiError e;
+    e.http_status = 404;
+    e.message = std::string("no route for ") + HttpMethodName(r.method) + " " + r.path;
+    e.code = "not_found";
+    return RawJson(404, e.ToJson());
+  };
+  for (HttpMethod method : {HttpMethod::kGet, HttpMethod::kPost, HttpMethod::kPut, HttpMethod::kDelete}) {
+    http->HandleRaw(method, "/*path", not_found);
+  }
+}
+
+Result<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(Engine* engine, const Tokenizer* tokenizer,
+                                                          OpenAiServerOptions options) {
+  if (options.model_name.empty()) return Status::InvalidArgument("served model name: must not be empty");
+  if (engine == nullptr || tokenizer == nullptr) return Status::InvalidArgument("an engine and a tokenizer are required");
+  std::unique_ptr<OpenAiServer> server(new OpenAiServer(options));
+  server->impl_ = std::make_unique<Impl>();
+  Impl& s = *server->impl_;
+  s.engine = engine;
+  s.tokenizer = tokenizer;
+  s.options = options;
+  if (tokenizer->chat_template().empty()) {
+    s.chat_format_error = Status::Unimplemented("the tokenizer config has no chat_template");
+  } else {
+    Result<std::unique_ptr<ChatFormat>> format = ChatFormat::FromTemplate(tokenizer->chat_template(), *tokenizer);
+    if (format.ok()) {
+      s.chat_format = std::move(format).value();
+    } else {
+      s.chat_format_error = format.status();
+      log::Warn("chat completions disabled: the chat template is not usable", {{"error", format.status().ToString()}});
+    }
+  }
+  HttpServerOptions http;
+  http.host = options.host;
+  http.port = options.port;
+  http.max_body_bytes = 32u << 20;
+  http.read_timeout = std::chrono::milliseconds(30000);
+  // A slow client must not hold a stream's write (and so the engine's
+  // sequence) for long.
+  http.write_timeout = std::chrono::milliseconds(10000);
+  http.worker_threads = std::max<size_t>(1, options.max_connections);
+  http.refuse_when_busy = true;
+  http.name = "openai";
+  s.http = std::make_unique<HttpServer>(http);
+  s.AddRoutes();
+  FR_RETURN_IF_ERROR(s.http->Start());
+  return server;
+}
+
+OpenAiServer::OpenAiServer(OpenAiServerOptions options) : options_(std::move(options)) {}
+
+OpenAiServer::~OpenAiServer() { Stop(); }
+
+void OpenAiServer::Stop() {
+  if (impl_ && impl_->http) impl_->http->Stop();
+}
+
+int OpenAiServer::port() const { return impl_->http->port(); }
+
+std::string OpenAiServer::base_url() const { return impl_->http->base_url(); }
+
+}  // namespace flashroll::engine

@@ -1,0 +1,635 @@
+// The OpenAI-compatible server over the shipped default model, through our
+// HttpClient and raw sockets: the reply shapes, the errors (400 naming the
+// field, 404 for an unknown model, 401 without the key), streaming, a client
+// that goes away mid-stream (its KV blocks are freed), connections beyond the
+// limit (429), and /metrics. Also the pieces without a server: tool-call
+// parsing and stop-string handling of streamed text.
+#include "engine/server/openai_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/http.h"
+#include "common/json.h"
+#include "engine/models/model.h"
+#include "engine/models/model_tokenizer.h"
+#include "engine/server/choice_text.h"
+#include "engine/server/openai_request.h"
+#include "engine/server/serve.h"
+#include "engine/server/tool_calls.h"
+#include "engine/serving/engine.h"
+
+namespace flashroll::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr char kModelName[] = "default";
+
+// A raw TCP connection to the server, to cut a stream short or to hold a
+// connection without a client library's help.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~RawConnection() { Close(); }
+  bool connected() const { return connected_; }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  bool Send(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // Reads until `needle` has arrived (or EOF/timeout); returns all read.
+  std::string ReadUntil(std::string_view needle) {
+    while (received_.find(needle) == std::string::npos) {
+      char chunk[4096];
+      ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+      if (n <= 0) break;
+      received_.append(chunk, static_cast<size_t>(n));
+    }
+    return received_;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string received_;
+};
+
+std::string PostRequest(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+class OpenAiServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = Model::Load("models/default");
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    model_ = model->release();
+    auto tokenizer = LoadModelTokenizer(*model_);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+    tokenizer_ = tokenizer->release();
+    EngineOptions options;
+    options.threads = 2;
+    options.kv_memory_bytes = 64ll << 20;
+    auto engine = Engine::Start(*model_, tokenizer_, options);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = engine->release();
+    server_ = StartServer({}).release();
+    ASSERT_NE(server_, nullptr);
+  }
+
+  static void TearDownTestSuite() {
+    delete server_;
+    delete engine_;
+    delete tokenizer_;
+    delete model_;
+    server_ = nullptr;
+  }
+
+  static std::unique_ptr<OpenAiServer> StartServer(const std::string& api_key, size_t max_connections = 16) {
+    OpenAiServerOptions options;
+    options.port = 0;
+    options.model_name = kModelName;
+    options.api_key = api_key;
+    options.max_connections = max_connections;
+    auto server = OpenAiServer::Start(engine_, tokenizer_, options);
+    EXPECT_TRUE(server.ok()) << server.status().ToString();
+    return server.ok() ? std::move(server).value() : nullptr;
+  }
+
+  static HttpClient Client(const OpenAiServer& server, const std::string& key = "") {
+    HttpClientOptions options;
+    options.base_url = server.base_url();
+    options.bearer_token = key;
+    return HttpClient::Create(options).value();
+  }
+
+  // POSTs `body` and returns the status and parsed reply.
+  static std::pair<int, Json> Post(const std::string& path, const Json& body) {
+    return PostText(path, DumpJson(body));
+  }
+  static std::pair<int, Json> PostText(const std::string& path, const std::string& body) {
+    Result<HttpResponse> reply = Client(*server_).Post(path, body, "application/json");
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    if (!reply.ok()) return {0, nullptr};
+    Result<Json> json = ParseJson(reply->body);
+    EXPECT_TRUE(json.ok()) << reply->body;
+    return {reply->status, json.ok() ? *json : Json(nullptr)};
+  }
+
+  // Asserts an OpenAI-style error naming `param`.
+  static void ExpectError(const std::pair<int, Json>& reply, int status, const std::string& param) {
+    EXPECT_EQ(reply.first, status) << reply.second.dump();
+    const Json& error = reply.second["error"];
+    ASSERT_TRUE(error.is_object()) << reply.second.dump();
+    EXPECT_TRUE(error["message"].is_string());
+    EXPECT_EQ(error["type"], status >= 500 ? "server_error" : "invalid_request_error");
+    if (param.empty()) {
+      EXPECT_TRUE(error["param"].is_null()) << reply.second.dump();
+    } else {
+      EXPECT_EQ(error["param"], param) << reply.second.dump();
+    }
+  }
+
+  // Waits until the engine holds no sequence and no KV block.
+  static bool WaitIdle(std::chrono::milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      EngineStats s = engine_->Stats();
+      if (s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0) return true;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return false;
+  }
+
+  static std::vector<int32_t> Encode(const std::string& text) { return tokenizer_->Encode(text, true); }
+
+  static Model* model_;
+  static Tokenizer* tokenizer_;
+  static Engine* engine_;
+  static OpenAiServer* server_;
+};
+
+Model* OpenAiServerTest::model_ = nullptr;
+Tokenizer* OpenAiServerTest::tokenizer_ = nullptr;
+Engine* OpenAiServerTest::engine_ = nullptr;
+OpenAiServer* OpenAiServerTest::server_ = nullptr;
+
+const char kChatPrompt[] = "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n";
+
+TEST_F(OpenAiServerTest, ModelsListsTheServedModel) {
+  Result<Json> models = Client(*server_).GetJson("/v1/models");
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  EXPECT_EQ((*models)["object"], "list");
+  ASSERT_EQ((*models)["data"].size(), 1u);
+  EXPECT_EQ((*models)["data"][0]["id"], kModelName);
+  EXPECT_EQ((*models)["data"][0]["object"], "model");
+  Result<Json> health = Client(*server_).GetJson("/health");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ((*health)["status"], "ok");
+}
+
+TEST_F(OpenAiServerTest, CompletionFromTokenIdsReturnsTokenIdsAndMatchesTheEngine) {
+  const std::vector<int32_t> prompt = Encode(kChatPrompt);
+  auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
+                                                  {"prompt", prompt},
+                                                  {"max_tokens", 12},
+                                                  {"temperature", 0},
+                                                  {"return_token_ids", true}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  EXPECT_EQ(reply["object"], "text_completion");
+  EXPECT_EQ(reply["model"], kModelName);
+  EXPECT_EQ(reply["prompt_token_ids"].get<std::vector<int32_t>>(), prompt);
+  ASSERT_EQ(reply["choices"].size(), 1u);
+  const Json& choice = reply["choices"][0];
+  const std::vector<int32_t> ids = choice["token_ids"].get<std::vector<int32_t>>();
+  ASSERT_FALSE(ids.empty());
+  EXPECT_LE(ids.size(), 12u);
+  EXPECT_EQ(choice["text"], tokenizer_->Decode(ids, /*skip_special=*/true));
+  EXPECT_TRUE(choice["finish_reason"] == "stop" || choice["finish_reason"] == "length");
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(reply["usage"]["completion_tokens"], ids.size());
+  EXPECT_EQ(reply["usage"]["total_tokens"], prompt.size() + ids.size());
+
+  // The same greedy continuation as the engine's own API.
+  GenerationRequest request;
+  request.prompt = prompt;
+  request.sampling.temperature = 0;
+  request.max_tokens = 12;
+  auto direct = engine_->Generate(request);
+  ASSERT_TRUE(direct.ok()) << direct.status().ToString();
+  EXPECT_EQ((*direct)[0].tokens, ids);
+
+  // A text prompt is tokenised as the model's tokenizer does, special tokens included.
+  auto [text_status, text_reply] = Post("/v1/completions", {{"model", kModelName},
+                                                            {"prompt", kChatPrompt},
+                                                            {"max_tokens", 12},
+                                                            {"temperature", 0},
+                                                            {"return_token_ids", true}});
+  ASSERT_EQ(text_status, 200) << text_reply.dump();
+  EXPECT_EQ(text_reply["prompt_token_ids"].get<std::vector<int32_t>>(), prompt);
+  EXPECT_EQ(text_reply["choices"][0]["token_ids"].get<std::vector<int32_t>>(), ids);
+}
+
+TEST_F(OpenAiServerTest, ChatCompletionRendersTheTemplate) {
+  auto [status, reply] = Post("/v1/chat/completions",
+                              {{"model", kModelName},
+                               {"messages", Json::array({{{"role", "user"}, {"content", "What is 2 + 3?"}}})},
+                               {"max_tokens", 12},
+                               {"temperature", 0},
+                               {"return_token_ids", true}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  EXPECT_EQ(reply["object"], "chat.completion");
+  // ChatML exactly as the template writes it (this template has no default system turn).
+  EXPECT_EQ(reply["prompt_token_ids"].get<std::vector<int32_t>>(), Encode(kChatPrompt));
+  const Json& message = reply["choices"][0]["message"];
+  EXPECT_EQ(message["role"], "assistant");
+  EXPECT_TRUE(message["content"].is_string());
+  EXPECT_FALSE(message.contains("tool_calls"));
+}
+
+TEST_F(OpenAiServerTest, SeededSamplingIsReproducibleAndChoicesDiffer) {
+  const Json body = {{"model", kModelName},
+                     {"prompt", kChatPrompt},
+                     {"max_tokens", 24},
+                     {"temperature", 1.5},
+                     {"n", 2},
+                     {"seed", 1234},
+                     {"ignore_eos", true},
+                     {"return_token_ids", true},
+                     {"logprobs", 2}};
+  auto [s1, first] = Post("/v1/completions", body);
+  auto [s2, second] = Post("/v1/completions", body);
+  ASSERT_EQ(s1, 200) << first.dump();
+  ASSERT_EQ(s2, 200) << second.dump();
+  ASSERT_EQ(first["choices"].size(), 2u);
+  EXPECT_EQ(first["choices"], second["choices"]);  // tokens, text and logprobs, bit for bit
+  EXPECT_NE(first["choices"][0]["token_ids"], first["choices"][1]["token_ids"]);
+  EXPECT_EQ(first["usage"]["completion_tokens"], 48);
+}
+
+TEST_F(OpenAiServerTest, LogprobsHaveOpenAisShapes) {
+  auto [status, chat] = Post("/v1/chat/completions",
+                             {{"model", kModelName},
+                              {"messages", Json::array({{{"role", "user"}, {"content", "Hello"}}})},
+                              {"max_tokens", 6},
+                              {"logprobs", true},
+                              {"top_logprobs", 3},
+                              {"return_token_ids", true},
+                              {"seed", 5}});
+  ASSERT_EQ(status, 200) << chat.dump();
+  const Json& content = chat["choices"][0]["logprobs"]["content"];
+  const std::vector<int32_t> ids = chat["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(content.size(), ids.size());
+  for (const Json& entry : content) {
+    EXPECT_TRUE(entry["token"].is_string());
+    EXPECT_LE(entry["logprob"].get<double>(), 0.0);
+    EXPECT_TRUE(entry["bytes"].is_array());
+    ASSERT_EQ(entry["top_logprobs"].size(), 3u);
+    EXPECT_GE(entry["top_logprobs"][0]["logprob"].get<double>(), entry["top_logprobs"][1]["logprob"].get<double>());
+    EXPECT_GE(entry["top_logprobs"][0]["logprob"].get<double>(), entry["logprob"].get<double>());
+  }
+
+  auto [cstatus, completion] = Post("/v1/completions", {{"model", kModelName},
+                                                         {"prompt", kChatPrompt},
+                                                         {"max_tokens", 5},
+                                                         {"ignore_eos", true},
+                                                         {"logprobs", 2},
+                                                         {"temperature", 0}});
+  ASSERT_EQ(cstatus, 200) << completion.dump();
+  const Json& lp = completion["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u);
+  ASSERT_EQ(lp["token_logprobs"].size(), 5u);
+  ASSERT_EQ(lp["top_logprobs"].size(), 5u);
+  ASSERT_EQ(lp["text_offset"].size(), 5u);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  // Greedy: the chosen token is the most likely one.
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
+    EXPECT_TRUE(lp["top_logprobs"][i].contains(lp["tokens"][i].get<std::string>())) << lp.dump();
+  }
+}
+
+TEST_F(OpenAiServerTest, StopStringsEndTheTextBeforeThem) {
+  auto [status, free_run] = Post("/v1/completions", {{"model", kModelName},
+                                                     {"prompt", kChatPrompt},
+                                                     {"max_tokens", 30},
+                                                     {"temperature", 0}});
+  ASSERT_EQ(status, 200);
+  const std::string text = free_run["choices"][0]["text"];
+  ASSERT_GE(text.size(), 8u) << text;
+  const std::string stop = text.substr(4, 3);
+  auto [stopped_status, stopped] = Post("/v1/completions", {{"model", kModelName},
+                                                            {"prompt", kChatPrompt},
+                                                            {"max_tokens", 30},
+                                                            {"temperature", 0},
+                                                            {"stop", stop}});
+  ASSERT_EQ(stopped_status, 200) << stopped.dump();
+  EXPECT_EQ(stopped["choices"][0]["text"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+}
+
+// Splits an SSE body into its data payloads.
+std::vector<std::string> SseData(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end;
+  }
+  return out;
+}
+
+TEST_F(OpenAiServerTest, StreamingSendsTheSameTextAsOneReply) {
+  const Json messages = Json::array({{{"role", "user"}, {"content", "What is 2 + 3?"}}});
+  const Json body = {{"model", kModelName}, {"messages", messages}, {"max_tokens", 20}, {"seed", 9}};
+  auto [status, whole] = Post("/v1/chat/completions", body);
+  ASSERT_EQ(status, 200);
+
+  Json stream_body = body;
+  stream_body["stream"] = true;
+  stream_body["stream_options"] = {{"include_usage", true}};
+  Result<HttpResponse> reply = Client(*server_).Post("/v1/chat/completions", DumpJson(stream_body), "application/json");
+  ASSERT_TRUE(reply.ok());
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  EXPECT_EQ(reply->content_type.substr(0, 17), "text/event-stream");
+  const std::vector<std::string> events = SseData(reply->body);
+  ASSERT_GE(events.size(), 3u) << reply->body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text, finish;
+  Json usage;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    Json chunk = ParseJson(events[i]).value();
+    EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+    if (chunk.contains("usage")) usage = chunk["usage"];
+    for (const Json& c : chunk["choices"]) {
+      if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+      if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+    }
+  }
+  EXPECT_EQ(text, whole["choices"][0]["message"]["content"]);
+  EXPECT_EQ(finish, whole["choices"][0]["finish_reason"]);
+  EXPECT_EQ(usage, whole["usage"]);
+}
+
+// Sends a 3,000-token request (about 20 s of decoding here), reads until
+// `marker`, hangs up, and expects the engine idle within 3 s having
+// generated far fewer tokens than asked.
+void ExpectHangUpFreesTheSequence(int port, Engine* engine, bool stream, std::string_view marker) {
+  const Json body = {{"model", kModelName}, {"prompt", kChatPrompt}, {"max_tokens", 3000},
+                     {"ignore_eos", true},  {"stream", stream},      {"temperature", 1.0}};
+  const int64_t generated_before = engine->Stats().generated_tokens;
+  RawConnection connection(port);
+  ASSERT_TRUE(connection.connected());
+  ASSERT_TRUE(connection.Send(PostRequest("/v1/completions", DumpJson(body))));
+  const std::string head = connection.ReadUntil(marker);
+  ASSERT_NE(head.find("200 OK"), std::string::npos) << head;
+  // The request runs (its prefill may come a step after the reply's headers).
+  const auto started = Clock::now() + std::chrono::seconds(2);
+  while (engine->Stats().kv_blocks_used == 0 && Clock::now() < started) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_GT(engine->Stats().kv_blocks_used, 0);
+  connection.Close();
+  const auto deadline = Clock::now() + std::chrono::seconds(3);
+  bool idle = false;
+  while (!idle && Clock::now() < deadline) {
+    EngineStats s = engine->Stats();
+    idle = s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0;
+    if (!idle) std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_TRUE(idle) << "running " << engine->Stats().running << ", blocks used " << engine->Stats().kv_blocks_used;
+  EXPECT_LT(engine->Stats().generated_tokens - generated_before, 1500);
+}
+
+TEST_F(OpenAiServerTest, ClientLeavingMidStreamFreesItsKvBlocks) {
+  ASSERT_TRUE(WaitIdle(std::chrono::seconds(10)));
+  // A few tokens arrive first, so the request holds a sequence and its blocks.
+  ExpectHangUpFreesTheSequence(server_->port(), engine_, /*stream=*/true, "data: {");
+}
+
+TEST_F(OpenAiServerTest, ClientLeavingBeforeAWholeReplyFreesItsKvBlocks) {
+  ASSERT_TRUE(WaitIdle(std::chrono::seconds(10)));
+  // The reply's headers and the first whitespace keep-alive (after 0.5 s).
+  ExpectHangUpFreesTheSequence(server_->port(), engine_, /*stream=*/false, "\r\n\r\n");
+}
+
+TEST_F(OpenAiServerTest, BadFieldsAre400NamingTheField) {
+  const Json messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
+  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", "hi"}, {"max_tokens", -5}}), 400,
+              "max_tokens");
+  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages}, {"temperature", 7}}),
+              400, "temperature");
+  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages}, {"top_p", 0}}), 400,
+              "top_p");
+  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages}, {"n", 0}}), 400, "n");
+  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages}, {"top_logprobs", 3}}),
+              400, "top_logprobs");
+  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages}, {"stop", 5}}), 400,
+              "stop");
+  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}}), 400, "messages");
+  ExpectError(Post("/v1/chat/completions",
+                   {{"model", kModelName}, {"messages", Json::array({{{"role", "robot"}, {"content", "x"}}})}}),
+              400, "messages[0].role");
+  ExpectError(Post("/v1/completions", {{"model", kModelName}}), 400, "prompt");
+  ExpectError(Post("/v1/completions", {{"prompt", "hi"}}), 400, "model");
+  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", {1, 2, 999999}}}), 400, "prompt");
+  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", "hi"}, {"max_tokens", "ten"}}), 400,
+              "max_tokens");
+}
+
+TEST_F(OpenAiServerTest, MalformedJsonIs400) {
+  auto reply = PostText("/v1/chat/completions", "{\"model\": \"default\", \"messages\": [");
+  ExpectError(reply, 400, "");
+  EXPECT_NE(reply.second["error"]["message"].get<std::string>().find("malformed JSON"), std::string::npos);
+  ExpectError(PostText("/v1/completions", "[1, 2]"), 400, "");
+  ExpectError(PostText("/v1/completions", ""), 400, "");
+}
+
+TEST_F(OpenAiServerTest, UnknownModelIs404AndUnknownRouteIs404) {
+  auto reply = Post("/v1/completions", {{"model", "gpt-4"}, {"prompt", "hi"}});
+  ExpectError(reply, 404, "model");
+  EXPECT_EQ(reply.second["error"]["code"], "model_not_found");
+  Result<HttpResponse> route = Client(*server_).Get("/v1/nothing");
+  ASSERT_TRUE(route.ok());
+  EXPECT_EQ(route->status, 404);
+  EXPECT_TRUE(ParseJson(route->body).ok()) << route->body;
+}
+
+TEST_F(OpenAiServerTest, ContextOverflowIs400WithTheLimit) {
+  const int64_t limit = engine_->max_model_len();
+  const std::string limit_text = std::to_string(limit);
+  std::vector<int32_t> long_prompt(static_cast<size_t>(limit) + 10, Encode("a")[0]);
+  auto reply = Post("/v1/completions", {{"model", kModelName}, {"prompt", long_prompt}, {"max_tokens", 1}});
+  ExpectError(reply, 400, "prompt");
+  EXPECT_EQ(reply.second["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(reply.second["error"]["message"].get<std::string>().find(limit_text), std::string::npos);
+
+  reply = Post("/v1/completions", {{"model", kModelName}, {"prompt", "hello"}, {"max_tokens", limit}});
+  ExpectError(reply, 400, "max_tokens");
+  EXPECT_NE(reply.second["error"]["message"].get<std::string>().find(limit_text), std::string::npos);
+}
+
+TEST_F(OpenAiServerTest, ApiKeyIsRequiredOnV1Only) {
+  std::unique_ptr<OpenAiServer> secured = StartServer("k3y");
+  ASSERT_NE(secured, nullptr);
+  const Json body = {{"model", kModelName}, {"prompt", "hi"}, {"max_tokens", 1}};
+  for (const std::string key : {"", "wrong"}) {
+    Result<HttpResponse> reply = Client(*secured, key).Post("/v1/completions", DumpJson(body), "application/json");
+    ASSERT_TRUE(reply.ok());
+    EXPECT_EQ(reply->status, 401) << reply->body;
+    EXPECT_EQ(ParseJson(reply->body).value()["error"]["code"], "invalid_api_key");
+    EXPECT_EQ(Client(*secured, key).Get("/v1/models")->status, 401);
+  }
+  Result<HttpResponse> ok = Client(*secured, "k3y").Post("/v1/completions", DumpJson(body), "application/json");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(Client(*secured).Get("/health")->status, 200);
+  EXPECT_EQ(Client(*secured).Get("/metrics")->status, 200);
+}
+
+TEST_F(OpenAiServerTest, ConnectionsBeyondTheLimitGet429) {
+  std::unique_ptr<OpenAiServer> small = StartServer("", /*max_connections=*/1);
+  ASSERT_NE(small, nullptr);
+  // A connection that sends half a request holds the only worker.
+  RawConnection holder(small->port());
+  ASSERT_TRUE(holder.connected());
+  ASSERT_TRUE(holder.Send("GET /health HTTP/1.1\r\n"));
+  std::this_thread::sleep_for(milliseconds(100));
+  Result<HttpResponse> refused = Client(*small).Get("/health");
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  EXPECT_EQ(refused->status, 429) << refused->body;
+  holder.Send("Host: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(holder.ReadUntil("\r\n\r\n").find("200"), std::string::npos);
+}
+
+TEST_F(OpenAiServerTest, MetricsReportTheEngineAndLatencies) {
+  auto [status, reply] = Post("/v1/completions", {{"model", kModelName}, {"prompt", "hello"}, {"max_tokens", 4}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  Result<HttpResponse> metrics = Client(*server_).Get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  ASSERT_EQ(metrics->status, 200);
+  EXPECT_EQ(metrics->content_type.substr(0, 10), "text/plain");
+  for (const char* name :
+       {"flashroll_requests_waiting ", "flashroll_sequences_running ", "flashroll_kv_blocks_used ",
+        "flashroll_kv_blocks_free ", "flashroll_prefix_cache_hit_rate ", "flashroll_prompt_tokens_total ",
+        "flashroll_generation_tokens_total ", "flashroll_prompt_tokens_per_second ",
+        "flashroll_generation_tokens_per_second ", "flashroll_time_to_first_token_seconds_bucket{le=\"+Inf\"} ",
+        "flashroll_inter_token_latency_seconds_count ",
+        "flashroll_http_requests_total{endpoint=\"/v1/completions\",status=\"200\"} "}) {
+    EXPECT_NE(metrics->body.find(name), std::string::npos) << name << "\n" << metrics->body;
+  }
+  EXPECT_EQ(metrics->body.find("flashroll_time_to_first_token_seconds_count 0\n"), std::string::npos);
+}
+
+TEST_F(OpenAiServerTest, ToolHistoryIsAcceptedByATemplateWithoutTools) {
+  const Json tools = Json::array({{{"type", "function"},
+                                   {"function",
+                                    {{"name", "bash"},
+                                     {"description", "run a command"},
+                                     {"parameters", {{"type", "object"}}}}}}});
+  const Json messages = Json::array(
+      {{{"role", "user"}, {"content", "list files"}},
+       {{"role", "assistant"},
+        {"content", nullptr},
+        {"tool_calls", Json::array({{{"id", "call_1"},
+                                     {"type", "function"},
+                                     {"function", {{"name", "bash"}, {"arguments", "{\"command\": \"ls\"}"}}}}})}},
+       {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "a.txt"}}});
+  auto [status, reply] = Post("/v1/chat/completions", {{"model", kModelName},
+                                                       {"messages", messages},
+                                                       {"tools", tools},
+                                                       {"max_tokens", 8},
+                                                       {"return_token_ids", true}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  const std::string prompt = tokenizer_->Decode(reply["prompt_token_ids"].get<std::vector<int32_t>>());
+  EXPECT_NE(prompt.find("<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>"),
+            std::string::npos)
+      << prompt;
+  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages}, {"tool_choice", "required"}}),
+              400, "tool_choice");
+}
+
+TEST(ToolCallParsing, ChatMlBlocksBecomeCallsAndTheRestIsContent) {
+  ParsedToolCalls parsed = ParseToolCalls(
+      ChatFormatKind::kChatMl,
+      "<think>look first</think>\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls -l\"}}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"read\", \"arguments\": {}}\n</tool_call>");
+  EXPECT_EQ(parsed.content, "<think>look first</think>");
+  ASSERT_EQ(parsed.calls.size(), 2u);
+  EXPECT_EQ(parsed.calls[0].name, "bash");
+  EXPECT_EQ(ParseJson(parsed.calls[0].arguments).value(), Json({{"command", "ls -l"}}));
+  EXPECT_EQ(parsed.calls[1].name, "read");
+
+  // Not JSON: left in the content.
+  parsed = ParseToolCalls(ChatFormatKind::kChatMl, "<tool_call>\nnot json\n</tool_call>");
+  EXPECT_TRUE(parsed.calls.empty());
+  EXPECT_EQ(parsed.content, "<tool_call>\nnot json\n</tool_call>");
+  // Cut short by max_tokens after whole JSON: still a call.
+  parsed = ParseToolCalls(ChatFormatKind::kChatMl, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n");
+  ASSERT_EQ(parsed.calls.size(), 1u);
+
+  parsed = ParseToolCalls(ChatFormatKind::kLlama3, "{\"name\": \"get\", \"parameters\": {\"city\": \"Paris\"}}");
+  ASSERT_EQ(parsed.calls.size(), 1u);
+  EXPECT_EQ(parsed.calls[0].name, "get");
+  EXPECT_EQ(ParseJson(parsed.calls[0].arguments).value(), Json({{"city", "Paris"}}));
+}
+
+TEST(ToolCallParsing, StreamingHoldsBackAPossibleCallStart) {
+  EXPECT_EQ(ToolCallFreeLength(ChatFormatKind::kChatMl, "hello"), 5u);
+  EXPECT_EQ(ToolCallFreeLength(ChatFormatKind::kChatMl, "hello <tool"), 6u);
+  EXPECT_EQ(ToolCallFreeLength(ChatFormatKind::kChatMl, "hi <tool_call>{"), 3u);
+  EXPECT_EQ(ToolCallFreeLength(ChatFormatKind::kChatMl, "a < b"), 5u);
+  EXPECT_EQ(ToolCallFreeLength(ChatFormatKind::kLlama3, "{\"name\""), 0u);
+  EXPECT_EQ(ToolCallFreeLength(ChatFormatKind::kLlama3, "Paris"), 5u);
+  const std::vector<ChatToolCall> calls = {{"bash", "{\"command\": \"ls\"}"}};
+  EXPECT_EQ(ToolCallsAsText(ChatFormatKind::kChatMl, calls),
+            "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>");
+}
+
+TEST_F(OpenAiServerTest, ChoiceTextHoldsBackAPossibleStopString) {
+  ChoiceText text(*tokenizer_, {"STOP"});
+  for (int32_t id : Encode("abc ST")) text.Push(id);
+  EXPECT_EQ(text.text(), "abc ST");
+  EXPECT_EQ(text.stable_length(), 4u);  // "ST" may begin "STOP"
+  for (int32_t id : Encode("OP tail")) text.Push(id);
+  EXPECT_EQ(text.stable_length(), 4u);
+  text.Finish();
+  EXPECT_EQ(text.text(), "abc ");
+  EXPECT_TRUE(text.stopped_by_string());
+}
+
+TEST(ServeOptions, DefaultModelNameIsThePathsBasename) {
+  EXPECT_EQ(DefaultServedModelName("models/default"), "default");
+  EXPECT_EQ(DefaultServedModelName("models/default/"), "default");
+  EXPECT_EQ(DefaultServedModelName("/x/qwen2.5-0.5b.gguf"), "qwen2.5-0.5b");
+  EXPECT_EQ(DefaultServedModelName("m"), "m");
+}
+
+TEST(OpenAiRequest, ErrorsCarryOpenAisShape) {
+  Json body;
+  std::optional<ApiError> e = ParseJsonBody("{\"a\": ", &body);
+  ASSERT_TRUE(e.has_value());
+  const Json j = e->ToJson();
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(j["error"]["param"].is_null());
+  EXPECT_TRUE(j["error"]["code"].is_null());
+  ChatRequest chat;
+  e = ReadChatRequest(Json{{"model", "m"},
+                           {"messages", Json::array({{{"role", "user"}, {"content", "x"}}})},
+                           {"max_completion_tokens", 0}},
+                      &chat);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "max_completion_tokens");
+  EXPECT_EQ(ApiErrorFromStatus(Status::InvalidArgument("max_tokens: must not be negative")).param, "max_tokens");
+  EXPECT_EQ(ApiErrorFromStatus(Status::Internal("boom")).http_status, 500);
+}
+
+}  // namespace
+}  // namespace flashroll::engine
