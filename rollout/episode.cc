@@ -5,12 +5,13 @@
 namespace flashroll {
 namespace {
 
-// Appends a ChatML message header and content as tokens: everything the
-// engine did not sample. Segments start right after <|im_end|> or at the
-// beginning, where BPE cannot merge across, so encoding them separately gives
-// the same ids as encoding the whole conversation at once.
-void AppendText(const engine::Tokenizer& tokenizer, const std::string& text, Episode* episode) {
-  tokenizer.EncodeAppend(text, /*parse_special=*/true, &episode->tokens);
+// Appends tokens the engine did not sample. `markup` is our own ChatML
+// framing, where special tokens are meant; `content` comes from outside (a
+// task's prompt, a tool's output) and is always plain text, so a file that
+// contains "<|im_end|><|im_start|>assistant" cannot forge a turn.
+void AppendText(const engine::Tokenizer& tokenizer, const std::string& markup, Episode* episode,
+                bool content = false) {
+  tokenizer.EncodeAppend(markup, /*parse_special=*/!content, &episode->tokens);
   episode->sampled.resize(episode->tokens.size(), 0);
   episode->logprobs.resize(episode->tokens.size(), 0.0f);
 }
@@ -30,9 +31,10 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
 
   Episode episode;
   AppendText(tokenizer,
-             "<|im_start|>system\n" + scaffold.SystemPrompt(options.effort) + "<|im_end|>\n<|im_start|>user\n" +
-                 task.prompt + "<|im_end|>\n<|im_start|>assistant\n",
+             "<|im_start|>system\n" + scaffold.SystemPrompt(options.effort) + "<|im_end|>\n<|im_start|>user\n",
              &episode);
+  AppendText(tokenizer, task.prompt, &episode, /*content=*/true);
+  AppendText(tokenizer, "<|im_end|>\n<|im_start|>assistant\n", &episode);
 
   episode.stop_reason = "max_turns";
   std::vector<int32_t> stops = {im_end};
@@ -98,10 +100,9 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
     }
     turn.command = parsed->command;
     FR_ASSIGN_OR_RETURN(turn.tool_result, workspace.Exec(turn.command, options.tool_timeout));
-    AppendText(tokenizer,
-               "\n<|im_start|>tool\n" + Scaffold::RenderToolResult(turn.tool_result) +
-                   "<|im_end|>\n<|im_start|>assistant\n",
-               &episode);
+    AppendText(tokenizer, "\n<|im_start|>tool\n", &episode);
+    AppendText(tokenizer, Scaffold::RenderToolResult(turn.tool_result), &episode, /*content=*/true);
+    AppendText(tokenizer, "<|im_end|>\n<|im_start|>assistant\n", &episode);
     episode.turns.push_back(std::move(turn));
   }
   episode.verdict = episode.answered || !task.answer_file.empty()

@@ -33,7 +33,9 @@ TEST(DefaultModelTest, ToolCallFormatIsValidInEveryScaffold) {
   options.seed = 77;
   options.sandbox.memory_bytes = uint64_t{512} << 20;
   options.sandbox.pids = 128;
-  auto report = Evaluate(**model, **tokenizer, **manager, options, nullptr);
+  auto engine = engine::Engine::Start(**model, tokenizer->get(), engine::EngineOptions());
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto report = Evaluate(**engine, **tokenizer, **manager, options, nullptr);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   for (const Scaffold* scaffold : Scaffolds()) {
     const EvalCounts& counts = report->by_scaffold[scaffold->name()];
