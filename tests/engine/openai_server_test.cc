@@ -442,6 +442,36 @@ TEST_F(OpenAiServerTest, BadFieldsAre400NamingTheField) {
   ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", {1, 2, 999999}}}), 400, "prompt");
   ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", "hi"}, {"max_tokens", "ten"}}), 400,
               "max_tokens");
+  const Json bad_sampling[] = {{{"top_k", -5}},           {{"min_p", 1.5}},     {{"repetition_penalty", 0}},
+                               {{"presence_penalty", 3}}, {{"frequency_penalty", -2.5}}, {{"seed", "x"}},
+                               {{"logit_bias", {{"12", 5}}}}, {{"stream", "yes"}}, {{"n", 1000}}};
+  for (const Json& field : bad_sampling) {
+    Json body = {{"model", kModelName}, {"prompt", "hi"}};
+    body.update(field);
+    ExpectError(Post("/v1/completions", body), 400, field.begin().key());
+  }
+}
+
+TEST_F(OpenAiServerTest, EverySamplingFieldIsAccepted) {
+  auto [status, reply] = Post("/v1/chat/completions",
+                              {{"model", kModelName},
+                               {"messages", Json::array({{{"role", "developer"}, {"content", "Be brief."}},
+                                                         {{"role", "user"},
+                                                          {"content", Json::array({{{"type", "text"}, {"text", "Hi"}}})}}})},
+                               {"max_completion_tokens", 6},
+                               {"temperature", 0.8},
+                               {"top_p", 0.9},
+                               {"top_k", 40},
+                               {"min_p", 0.05},
+                               {"presence_penalty", 0.5},
+                               {"frequency_penalty", 0.5},
+                               {"repetition_penalty", 1.1},
+                               {"seed", -3},
+                               {"stop", Json::array({"\n\n", "</answer>"})},
+                               {"user", "someone"},
+                               {"response_format", {{"type", "text"}}}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  EXPECT_LE(reply["usage"]["completion_tokens"].get<int>(), 6);
 }
 
 TEST_F(OpenAiServerTest, MalformedJsonIs400) {
