@@ -203,5 +203,24 @@ TEST(ConfigMutantsTest, ErrorsAtANode) {
   EXPECT_EQ(LoadYamlFile("/no/such/file.yaml").status().code(), Code::kNotFound);
 }
 
+// A node built in code has no source position: errors fall back to line 1.
+TEST(ConfigMutantsTest, NodesWithoutAPositionReportLineOne) {
+  YAML::Node built;
+  built["kind"] = "test";
+  built["extra"] = 1;
+  const Schema s = Schema::Map().Required("kind", Schema::String());
+  EXPECT_EQ(s.Validate(built, "built.yaml").message(), "built.yaml:1: extra: unknown key (expected one of: kind)");
+  YAML::Node missing;
+  missing["other"] = 2;
+  const Schema r = Schema::Map().Optional("other", Schema::Int()).Required("kind", Schema::String());
+  EXPECT_EQ(r.Validate(missing, "built.yaml").message(), "built.yaml:1: kind: missing required key");
+  EXPECT_EQ(ConfigKind(ConfigFile{"built.yaml", missing}).status().message(),
+            "built.yaml:1: kind: missing required key");
+  YAML::Node list;
+  list.push_back(1);
+  EXPECT_EQ(ConfigKind(ConfigFile{"built.yaml", list}).status().message(),
+            "built.yaml:1: (top level): expected a map with a 'kind' key");
+}
+
 }  // namespace
 }  // namespace flashroll

@@ -86,6 +86,9 @@ TEST(VerifierTest, TextComparesAfterTrimming) {
   Verdict wrong = VerifyTask(task, std::string(100, 'x'), workspace);
   EXPECT_FALSE(wrong.success);
   EXPECT_EQ(wrong.reason, "expected 'Paris', got '" + std::string(80, 'x') + "...'");
+  // Eighty characters are shown whole.
+  EXPECT_EQ(VerifyTask(task, std::string(80, 'y'), workspace).reason,
+            "expected 'Paris', got '" + std::string(80, 'y') + "'");
 }
 
 }  // namespace
