@@ -259,6 +259,43 @@ TEST_F(OciImageTest, ResolveImageUnpacksLayersWithWhiteoutsOnceIntoTheCache) {
   fs::remove_all(cached);
 }
 
+// Whiteouts remove whole directories, nested contents and symlinks included
+// (never following a link), and an opaque marker empties a directory of
+// lower subdirectories too. FIFOs keep their permission bits.
+TEST_F(OciImageTest, WhiteoutsRemoveWholeDirectories) {
+  LayoutBuilder layout;
+  const std::vector<TarEntry> base = {
+      {"keep/", AE_IFDIR, "", 0755, ""},
+      {"keep/file", AE_IFREG, "k\n", 0644, ""},
+      {"gone/", AE_IFDIR, "", 0755, ""},
+      {"gone/sub/", AE_IFDIR, "", 0755, ""},
+      {"gone/sub/deep", AE_IFREG, "d\n", 0644, ""},
+      {"gone/link", AE_IFLNK, "/etc", 0777, ""},
+      {"opaque/dir/", AE_IFDIR, "", 0755, ""},
+      {"opaque/dir/f", AE_IFREG, "x", 0644, ""},
+  };
+  const std::vector<TarEntry> top = {
+      {".wh.gone", AE_IFREG, "", 0644, ""},
+      {"opaque/.wh..wh..opq", AE_IFREG, "", 0644, ""},
+      {".wh.missing", AE_IFREG, "", 0644, ""},  // nothing to remove: fine
+      {"pipe", AE_IFIFO, "", 0751, ""},
+      {"nodir/.wh.x", AE_IFREG, "", 0644, ""},  // a directory no layer made: nothing to do
+  };
+  layout.Write({{MakeTar(base), kTar}, {MakeTar(top), kTar}});
+  Result<std::string> root = EnsureOciImage(layout.dir(), "", options_);
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_FALSE(fs::exists(fs::symlink_status(*root + "/gone")));
+  EXPECT_TRUE(fs::is_directory(*root + "/opaque"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(*root + "/opaque/dir")));
+  EXPECT_EQ(ReadFile(*root + "/keep/file"), "k\n");
+  EXPECT_TRUE(fs::exists("/etc/passwd"));  // the link was removed, not followed
+  struct stat st {};
+  ASSERT_EQ(::lstat((*root + "/pipe").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0751u);
+  EXPECT_FALSE(fs::exists(*root + "/nodir"));
+}
+
 // A process killed mid-unpack leaves its temporary tree; the next unpack
 // into the cache removes it (its pid is gone) but not a live process's.
 TEST_F(OciImageTest, AbandonedUnpacksAreRemovedByTheNextUnpack) {
