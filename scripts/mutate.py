@@ -215,8 +215,12 @@ def candidates_for_file(path, worktree):
             add(i, "constant", replace(i, m.start(1), m.end(1), new))
         for m in INT_LIT.finditer("" if TUNING.search(masked) else masked):
             literal = m.group(1)
-            value = int(literal, 16) if literal[:2] in ("0x", "0X") else int(literal)
-            fmt = (lambda v: hex(v)) if literal[:2] in ("0x", "0X") else str
+            if literal[:2] in ("0x", "0X"):
+                value, fmt = int(literal, 16), hex
+            elif len(literal) > 1 and literal[0] == "0":  # octal, as in 0777
+                value, fmt = int(literal, 8), (lambda v: "0" + format(v, "o"))
+            else:
+                value, fmt = int(literal), str
             add(i, "boundary", replace(i, m.start(1), m.end(1), fmt(value + 1)))
             if value > 0:
                 add(i, "boundary", replace(i, m.start(1), m.end(1), fmt(value - 1)))
@@ -609,15 +613,10 @@ def main():
         todo = [mid for mid in order if record["mutants"].get(mid, {}).get("status") == "survived"
                 and mid not in equivalent]
     else:
-        need = args.n - len(compiled)
-        for mid in order:
-            if need <= 0:
-                break
-            if mid not in record["mutants"]:
-                todo.append(mid)
-                need -= 1  # an estimate; the loop below stops at -n compiled
+        # Every untried candidate in key order; the loop below stops once -n compiled.
+        todo = [mid for mid in order if mid not in record["mutants"]] if len(compiled) < args.n else []
     if args.list:
-        for mid in todo:
+        for mid in todo[:max(0, args.n - len(compiled))]:
             m = current[mid]
             print(f"{m.path}:{m.line} {m.op} {mid}\n{m.diff()}\n")
         return 0
