@@ -39,8 +39,10 @@ constexpr int32_t kMaxTopLogprobs = 20;
 constexpr int64_t kHeapMaxK = 512;
 // Candidate sets this large are radix-sorted; smaller ones use std::sort.
 constexpr size_t kRadixMinSize = 2048;
-// The first top-p band: tokens weighing at least this much of the top token.
+// The first top-p band: tokens weighing at least this much of the top token;
+// each next band reaches this many times lower.
 constexpr double kFirstBandWeight = 1e-3;
+constexpr double kBandRatio = 10;
 // Weights of tokens further than this below the top (in logit / T) are 0.
 constexpr double kExpFloor = -707.0;
 // Block sums cover this many consecutive ids.
@@ -490,24 +492,30 @@ void Sampler::KeepTruncated(const float* proc, float proc_max, float shift, bool
   // Top-p over the vocabulary, one band of logits at a time, each ranked
   // entirely after the bands before it, so that sorting band by band and
   // carrying the cumulative on gives the rank-order cumulative; the bands
-  // only decide how much gets sorted, never the result.
-  //   A: tokens weighing at least kFirstBandWeight of the top one (where the
-  //      nucleus usually ends);
-  //   B: down to a weight of (1 - top_p) / 2 x total / vocabulary (all
-  //      lighter tokens together cannot make up what the nucleus may leave
-  //      out);
-  //   C: the rest with a positive weight.
+  // only decide how much gets sorted, never the result. The first band holds
+  // the tokens weighing at least kFirstBandWeight of the top one (where the
+  // nucleus usually ends); each next one reaches kBandRatio times lower,
+  // down to a weight of (1 - top_p) / 2 x total / vocabulary (all lighter
+  // tokens together cannot make up what the nucleus may leave out); the
+  // last band is the rest with a positive weight.
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  const float th_a = static_cast<float>(proc_max + temperature * std::log(kFirstBandWeight));
-  const float th_b = std::min(
-      th_a, static_cast<float>(shift + temperature * std::log(0.5 * (1.0 - params.top_p) * total /
-                                                                static_cast<double>(vocab_size_))));
-  const float bounds[4] = {kInf, th_a, th_b, -kInf};
+  const float deepest = std::min(
+      static_cast<float>(proc_max + temperature * std::log(kFirstBandWeight)),
+      static_cast<float>(shift + temperature * std::log(0.5 * (1.0 - params.top_p) * total /
+                                                        static_cast<double>(vocab_size_))));
+  const float step = static_cast<float>(temperature * std::log(kBandRatio));
+  float upper = kInf;
+  float lower = static_cast<float>(proc_max + temperature * std::log(kFirstBandWeight));
   size_t n = 0;
-  for (int band = 0; band < 3; ++band) {
+  for (;;) {
+    const bool last = lower == -kInf;
     const size_t begin = n;
-    n = CollectBand(proc, w, vocab_size_, bounds[band + 1], bounds[band], /*positive_only=*/band == 2, c, n);
+    n = CollectBand(proc, w, vocab_size_, lower, upper, /*positive_only=*/last, c, n);
     if (NucleusIn(begin, n, target, &cum)) return;
+    if (last) break;
+    upper = lower;
+    const float next = std::max(deepest, lower - step);
+    lower = lower > deepest && next < lower ? next : -kInf;  // a step too small to move ends the bands too
   }
   // Unreached (rounding): every token stays.
 }
@@ -582,6 +590,34 @@ SampledToken Sampler::Sample(const float* logits, const SamplingParams& params, 
     std::sort(keys, keys + n);
     out.top.reserve(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) out.top.push_back({IdOf(keys[j]), raw_logprob(IdOf(keys[j]))});
+  }
+  return out;
+}
+
+SampledToken Sampler::Score(const float* logits, double temperature, int32_t token, int32_t top_logprobs,
+                            float* vocab_logprobs) {
+  // The same raw pass and formula as Sample, so the bits agree.
+  const double raw_inv_t = temperature > 0 ? 1.0 / temperature : 1.0;
+  int64_t raw_argmax = 0;
+  const double raw_log_sum = RawPass(logits, raw_inv_t, &raw_argmax);
+  const float raw_max = logits[raw_argmax];
+  const auto raw_logprob = [&](int64_t id) {
+    return static_cast<float>((static_cast<double>(logits[id]) - static_cast<double>(raw_max)) * raw_inv_t -
+                              raw_log_sum);
+  };
+  SampledToken out;
+  out.token = token;
+  out.logprob = raw_logprob(token);
+  out.processed_logprob = std::numeric_limits<float>::quiet_NaN();
+  if (top_logprobs > 0) {
+    const int64_t n = std::min<int64_t>(std::min(top_logprobs, kMaxTopLogprobs), vocab_size_);
+    uint64_t* keys = top_heap_.data();
+    SelectTopK(logits, n, keys);
+    std::sort(keys, keys + n);
+    for (int64_t j = 0; j < n; ++j) out.top.push_back({IdOf(keys[j]), raw_logprob(IdOf(keys[j]))});
+  }
+  if (vocab_logprobs) {
+    for (int64_t i = 0; i < vocab_size_; ++i) vocab_logprobs[i] = raw_logprob(i);
   }
   return out;
 }

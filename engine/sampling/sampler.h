@@ -119,6 +119,13 @@ class Sampler {
   SampledToken Sample(const float* logits, const SamplingParams& params, std::span<const int32_t> prompt,
                       std::span<const int32_t> output, uint64_t choice_index, uint64_t token_index);
 
+  // Scores a given token: its raw logprob (bitwise what Sample reports for
+  // that token with this temperature; T = 0 counts as 1) and the
+  // top_logprobs highest raw alternatives. With `vocab_logprobs` (vocab_size()
+  // floats), also writes the raw log-softmax of every token.
+  SampledToken Score(const float* logits, double temperature, int32_t token, int32_t top_logprobs,
+                     float* vocab_logprobs = nullptr);
+
   // Test hook: the tokens a non-greedy Sample with these arguments can draw
   // (kept by the truncation steps, with nonzero weight), in ascending id.
   // Precondition: params.temperature > 0.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 #include <thread>
 #include <unordered_map>
 
@@ -112,13 +113,16 @@ struct Engine::State {
   std::condition_variable cv;
   std::deque<std::unique_ptr<Request>> inbox;
   std::vector<uint64_t> cancels;
+  std::deque<std::function<void()>> tasks;  // run on the loop thread between steps
   bool stop = false;
   EngineStats stats;
   uint64_t next_id = 1;
 
   // Loop thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Request>> requests;
+  std::unordered_map<uint64_t, Sequence*> live;  // sequence id -> unfinished sequence
   uint64_t next_arrival = 0;
+  uint64_t next_sequence_id = 1;
   std::thread loop;
 
   void Loop();
@@ -131,7 +135,27 @@ struct Engine::State {
   // Appends a sampled token to the sequence; true when the choice ended.
   bool Append(Request* req, Sequence* seq, SampledToken token);
   void Fork(Request* req, Sequence* parent, const float* row);
+  std::unique_ptr<Sequence> NewSequence(Request* req, int32_t choice);
+  // Ends a sequence: out of the batch, blocks released, forgotten by id.
+  void Retire(Request* req, Sequence* seq);
 };
+
+std::unique_ptr<Sequence> Engine::State::NewSequence(Request* req, int32_t choice) {
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_sequence_id++;
+  seq->arrival = next_arrival++;
+  seq->owner = req;
+  seq->choice = choice;
+  live[seq->id] = seq.get();
+  return seq;
+}
+
+void Engine::State::Retire(Request* req, Sequence* seq) {
+  scheduler->Remove(seq);
+  live.erase(seq->id);
+  req->done[seq->choice] = true;
+  ++req->finished;
+}
 
 void Engine::State::Emit(Request* req, StreamEvent event) {
   if (std::shared_ptr<RequestStream> s = req->stream.lock()) s->Push(std::move(event));
@@ -144,7 +168,7 @@ void Engine::State::Admit(std::unique_ptr<Request> req) {
   r->done.assign(static_cast<size_t>(n), false);
   for (const std::string& s : r->params.stop_strings) r->max_stop_bytes = std::max(r->max_stop_bytes, s.size());
   requests[r->id] = std::move(req);
-  if (r->params.max_tokens == 0) {
+  if (r->params.max_tokens == 0 && r->params.score_tokens.empty()) {
     for (int32_t c = 0; c < n; ++c) {
       StreamEvent e;
       e.choice = c;
@@ -154,12 +178,13 @@ void Engine::State::Admit(std::unique_ptr<Request> req) {
     requests.erase(r->id);
     return;
   }
-  auto seq = std::make_unique<Sequence>();
-  seq->arrival = next_arrival++;
+  std::unique_ptr<Sequence> seq = NewSequence(r, 0);
   seq->tokens = r->params.prompt;
   seq->prompt_len = static_cast<int64_t>(seq->tokens.size());
-  seq->owner = r;
-  seq->choice = 0;
+  if (!r->params.score_tokens.empty()) {
+    seq->scoring = true;
+    seq->tokens.insert(seq->tokens.end(), r->params.score_tokens.begin(), r->params.score_tokens.end());
+  }
   scheduler->AddWaiting(seq.get());
   r->seqs.push_back(std::move(seq));
 }
@@ -168,7 +193,8 @@ void Engine::State::CancelRequest(uint64_t id) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
   for (auto& seq : it->second->seqs) {
-    if (seq) scheduler->Remove(seq.get());
+    scheduler->Remove(seq.get());
+    live.erase(seq->id);
   }
   requests.erase(it);
 }
@@ -181,6 +207,7 @@ void Engine::State::AbortRequest(uint64_t id) {
     if (req->done[c]) continue;
     StreamEvent e;
     e.choice = c;
+    if (static_cast<size_t>(c) < req->seqs.size()) e.sequence_id = req->seqs[c]->id;
     e.finish = FinishReason::kAbort;
     Emit(req, e);
   }
@@ -193,6 +220,7 @@ bool Engine::State::Append(Request* req, Sequence* seq, SampledToken token) {
   seq->tokens.push_back(id);
   StreamEvent e;
   e.choice = seq->choice;
+  e.sequence_id = seq->id;
   e.has_token = true;
   e.token = std::move(token);
   const int64_t generated = static_cast<int64_t>(seq->tokens.size()) - seq->prompt_len;
@@ -223,9 +251,7 @@ bool Engine::State::Append(Request* req, Sequence* seq, SampledToken token) {
     e.finish = finish;
     e.stop_string = stop;
     Emit(req, std::move(e));
-    scheduler->Remove(seq);
-    req->done[seq->choice] = true;
-    ++req->finished;
+    Retire(req, seq);
     return true;
   }
   Emit(req, std::move(e));
@@ -237,16 +263,13 @@ void Engine::State::Fork(Request* req, Sequence* parent, const float* row) {
   const GenerationRequest& p = req->params;
   std::vector<Sequence*> children;
   for (int32_t c = 1; c < p.n; ++c) {
-    auto child = std::make_unique<Sequence>();
-    child->arrival = next_arrival++;
+    std::unique_ptr<Sequence> child = NewSequence(req, c);
     child->tokens = parent->tokens;
     child->prompt_len = parent->prompt_len;
     child->computed = parent->computed;
     child->blocks = parent->blocks;
     child->hashes = parent->hashes;
     for (int32_t b : child->blocks) blocks->AddRef(b);
-    child->owner = req;
-    child->choice = c;
     scheduler->AddRunning(child.get());
     children.push_back(child.get());
     req->seqs.push_back(std::move(child));
@@ -263,17 +286,29 @@ void Engine::State::Step() {
   batch.tokens.clear();
   batch.seqs.clear();
   batch.logit_rows.clear();
-  std::vector<size_t> sampled;  // plan items that reach the end of their tokens
+  // What each logits row is for: sampling plan item `item`, or scoring the
+  // token after `position` of it.
+  struct LogitsUse {
+    size_t item;
+    int64_t position;  // -1: sample
+  };
+  std::vector<LogitsUse> uses;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence* seq = plan[i].seq;
     const int64_t n = plan[i].num_tokens;
     const int64_t row0 = static_cast<int64_t>(batch.tokens.size());
+    const int64_t len = static_cast<int64_t>(seq->tokens.size());
     batch.tokens.insert(batch.tokens.end(), seq->tokens.begin() + seq->computed,
                         seq->tokens.begin() + seq->computed + n);
     batch.seqs.push_back({seq->computed, n, seq->blocks.data()});
-    if (seq->computed + n == static_cast<int64_t>(seq->tokens.size())) {
+    if (seq->scoring) {
+      for (int64_t p = std::max(seq->computed, seq->prompt_len - 1); p < std::min(seq->computed + n, len - 1); ++p) {
+        batch.logit_rows.push_back(row0 + p - seq->computed);
+        uses.push_back({i, p});
+      }
+    } else if (seq->computed + n == len) {
       batch.logit_rows.push_back(row0 + n - 1);
-      sampled.push_back(i);
+      uses.push_back({i, -1});
     }
   }
   logits.resize(batch.logit_rows.size() * static_cast<size_t>(vocab));
@@ -291,10 +326,23 @@ void Engine::State::Step() {
   scheduler->Commit(plan);
   int64_t generated = 0;
   std::vector<uint64_t> completed;
-  for (size_t k = 0; k < sampled.size(); ++k) {
-    Sequence* seq = plan[sampled[k]].seq;
+  int64_t sampled = 0;
+  for (size_t k = 0; k < uses.size(); ++k) {
+    Sequence* seq = plan[uses[k].item].seq;
     Request* req = static_cast<Request*>(seq->owner);
     const float* row = &logits[k * static_cast<size_t>(vocab)];
+    if (uses[k].position >= 0) {
+      const GenerationRequest& p = req->params;
+      StreamEvent e;
+      e.sequence_id = seq->id;
+      e.has_token = true;
+      if (p.score_full_vocab) e.vocab_logprobs.resize(static_cast<size_t>(vocab));
+      e.token = sampler->Score(row, p.sampling.temperature, seq->tokens[uses[k].position + 1], p.sampling.top_logprobs,
+                               p.score_full_vocab ? e.vocab_logprobs.data() : nullptr);
+      Emit(req, std::move(e));
+      continue;
+    }
+    ++sampled;
     const int64_t index = static_cast<int64_t>(seq->tokens.size()) - seq->prompt_len;
     if (index == 0 && seq->choice == 0) {
       Fork(req, seq, row);
@@ -309,19 +357,36 @@ void Engine::State::Step() {
     }
     if (req->finished == req->params.n) completed.push_back(req->id);
   }
+  // Scoring sequences end once every token is computed.
+  for (const auto& it : plan) {
+    Sequence* seq = it.seq;
+    if (!seq->scoring || seq->computed != static_cast<int64_t>(seq->tokens.size())) continue;
+    Request* req = static_cast<Request*>(seq->owner);
+    StreamEvent e;
+    e.sequence_id = seq->id;
+    e.finish = FinishReason::kLength;
+    Emit(req, std::move(e));
+    Retire(req, seq);
+    completed.push_back(req->id);
+  }
   for (uint64_t id : completed) requests.erase(id);
   std::lock_guard<std::mutex> lock(mu);
   stats.steps++;
   stats.generated_tokens += generated;
-  stats.prompt_tokens += prompt_tokens - static_cast<int64_t>(sampled.size());
+  stats.prompt_tokens += prompt_tokens - sampled;
 }
 
 void Engine::State::Loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return stop || !inbox.empty() || !cancels.empty() || scheduler->running() + scheduler->waiting() > 0; });
+      cv.wait(lock, [&] {
+        return stop || !inbox.empty() || !cancels.empty() || !tasks.empty() ||
+               scheduler->running() + scheduler->waiting() > 0;
+      });
       if (stop) break;
+      std::deque<std::function<void()>> work;
+      work.swap(tasks);
       std::deque<std::unique_ptr<Request>> fresh;
       fresh.swap(inbox);
       std::vector<uint64_t> cancelled;
@@ -329,22 +394,27 @@ void Engine::State::Loop() {
       lock.unlock();
       for (auto& r : fresh) Admit(std::move(r));
       for (uint64_t id : cancelled) CancelRequest(id);
+      for (auto& fn : work) fn();
     }
     Step();
     std::lock_guard<std::mutex> lock(mu);
     stats.waiting = scheduler->waiting();
     stats.running = scheduler->running();
+    stats.paused = static_cast<int64_t>(live.size()) - scheduler->running() - scheduler->waiting();
     stats.kv_blocks_used = blocks->used();
     stats.prefix_query_tokens = blocks->query_tokens();
     stats.prefix_hit_tokens = blocks->hit_tokens();
     stats.preemptions = scheduler->preemptions();
   }
-  // Abort what is left, including requests never admitted.
+  // Abort what is left, including requests never admitted; answer pending calls.
   std::deque<std::unique_ptr<Request>> fresh;
+  std::deque<std::function<void()>> work;
   {
     std::lock_guard<std::mutex> lock(mu);
     fresh.swap(inbox);
+    work.swap(tasks);
   }
+  for (auto& fn : work) fn();
   for (auto& r : fresh) Admit(std::move(r));
   std::vector<uint64_t> ids;
   for (const auto& [id, req] : requests) ids.push_back(id);
@@ -435,6 +505,19 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   for (const std::string& stop : request.stop_strings) {
     if (stop.empty()) return Status::InvalidArgument("stop: a stop string is empty");
   }
+  const int64_t scored = static_cast<int64_t>(request.score_tokens.size());
+  if (scored > 0) {
+    if (request.n != 1) return Status::InvalidArgument("n: scoring takes n = 1");
+    if (request.max_tokens != 0) return Status::InvalidArgument("max_tokens: scoring generates nothing (0)");
+    for (int64_t i = 0; i < scored; ++i) {
+      if (request.score_tokens[i] < 0 || request.score_tokens[i] >= s.vocab) {
+        return Status::InvalidArgument("token_ids: token " + std::to_string(request.score_tokens[i]) +
+                                       " at position " + std::to_string(i) + " is outside the vocabulary of " +
+                                       std::to_string(s.vocab));
+      }
+    }
+    request.max_tokens = scored;  // for the limits below: the same room as generating them
+  }
   if (prompt + request.max_tokens > s.max_model_len) {
     return Status::InvalidArgument("prompt of " + std::to_string(prompt) + " tokens + max_tokens " +
                                    std::to_string(request.max_tokens) + " exceeds the context of " +
@@ -446,6 +529,7 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
                                    std::to_string(request.max_tokens) + " exceeds the KV cache of " +
                                    std::to_string(pool_tokens) + " tokens");
   }
+  if (scored > 0) request.max_tokens = 0;
   auto req = std::make_unique<Request>();
   req->params = std::move(request);
   std::shared_ptr<RequestStream> stream;
@@ -471,6 +555,54 @@ void Engine::Cancel(uint64_t id) {
     state_->cancels.push_back(id);
   }
   state_->cv.notify_all();
+}
+
+Status Engine::RunOnLoop(std::function<Status()> fn) {
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->tasks.push_back([fn = std::move(fn), done] { done->set_value(fn()); });
+  }
+  state_->cv.notify_all();
+  return result.get();
+}
+
+Status Engine::Pause(uint64_t sequence_id) {
+  return RunOnLoop([this, sequence_id]() -> Status {
+    auto it = state_->live.find(sequence_id);
+    if (it == state_->live.end()) return Status::NotFound("sequence " + std::to_string(sequence_id) + " is not running");
+    if (it->second->paused) return Status::FailedPrecondition("sequence " + std::to_string(sequence_id) + " is already paused");
+    state_->scheduler->Pause(it->second);
+    return Status::Ok();
+  });
+}
+
+Status Engine::Resume(uint64_t sequence_id) {
+  return RunOnLoop([this, sequence_id]() -> Status {
+    auto it = state_->live.find(sequence_id);
+    if (it == state_->live.end()) return Status::NotFound("sequence " + std::to_string(sequence_id) + " is not running");
+    if (!it->second->paused) return Status::FailedPrecondition("sequence " + std::to_string(sequence_id) + " is not paused");
+    state_->scheduler->Resume(it->second);
+    return Status::Ok();
+  });
+}
+
+Result<SequenceInfo> Engine::GetSequence(uint64_t sequence_id) {
+  SequenceInfo info;
+  Status st = RunOnLoop([&]() -> Status {
+    auto it = state_->live.find(sequence_id);
+    if (it == state_->live.end()) return Status::NotFound("sequence " + std::to_string(sequence_id) + " is not running");
+    const Sequence& seq = *it->second;
+    info.id = seq.id;
+    info.state = seq.paused ? "paused" : seq.running ? "running" : "waiting";
+    info.prompt_tokens = seq.prompt_len;
+    info.generated_tokens = static_cast<int64_t>(seq.tokens.size()) - seq.prompt_len;
+    info.kv_blocks = static_cast<int64_t>(seq.blocks.size());
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return info;
 }
 
 EngineStats Engine::Stats() const {

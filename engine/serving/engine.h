@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +58,12 @@ struct GenerationRequest {
   std::vector<int32_t> stop_tokens;      // end a choice (the token is kept), besides EOS
   std::vector<std::string> stop_strings;  // end a choice when its text contains one (text up to it kept)
   bool ignore_eos = false;
+  // Scoring instead of generating: each of these tokens, following the
+  // prompt, comes back as one event whose SampledToken holds its raw logprob
+  // (and top_logprobs alternatives) — bitwise what generation recorded for it
+  // at this temperature. Needs n = 1 and max_tokens = 0.
+  std::vector<int32_t> score_tokens;
+  bool score_full_vocab = false;  // also the whole raw log-softmax per scored token
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -66,10 +73,12 @@ const char* FinishReasonName(FinishReason reason);  // "stop", "length", "abort"
 // choice. Tokens of one choice arrive in order; choices interleave.
 struct StreamEvent {
   int32_t choice = 0;
+  uint64_t sequence_id = 0;                  // the choice's sequence (Pause/Resume); 0 before it exists
   bool has_token = false;
   SampledToken token;                        // when has_token
   FinishReason finish = FinishReason::kNone;  // set on the choice's last event
   std::string stop_string;                   // the stop string that matched, if any
+  std::vector<float> vocab_logprobs;         // scoring with score_full_vocab: [vocab]
 };
 
 // The tokens and logprobs of one finished choice.
@@ -80,8 +89,17 @@ struct Choice {
   std::string stop_string;
 };
 
+// Where one sequence stands (Engine::GetSequence).
+struct SequenceInfo {
+  uint64_t id = 0;
+  std::string state;  // "waiting", "running", "paused"
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t kv_blocks = 0;
+};
+
 struct EngineStats {
-  int64_t waiting = 0, running = 0;
+  int64_t waiting = 0, running = 0, paused = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0;
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;  // totals since start
@@ -141,6 +159,15 @@ class Engine {
   // Submit + Collect.
   Result<std::vector<Choice>> Generate(GenerationRequest request);
 
+  // Pauses a sequence at the next token boundary: it leaves the batch but
+  // keeps its KV blocks, tokens and logprobs; the sampler's position is its
+  // token count, so Resume continues exactly as if it had never stopped.
+  // NotFound for an unknown or finished sequence; FailedPrecondition when it
+  // is already paused (Pause) or not paused (Resume).
+  Status Pause(uint64_t sequence_id);
+  Status Resume(uint64_t sequence_id);
+  Result<SequenceInfo> GetSequence(uint64_t sequence_id);
+
   EngineStats Stats() const;
   int64_t max_model_len() const;
   const Model& model() const;
@@ -149,6 +176,8 @@ class Engine {
   friend class RequestStream;
   Engine() = default;
   void Cancel(uint64_t id);
+  // Runs `fn` on the loop thread between two steps and returns its result.
+  Status RunOnLoop(std::function<Status()> fn);
   struct State;
   std::unique_ptr<State> state_;
 };

@@ -27,10 +27,29 @@ void StepScheduler::ReleaseBlocks(Sequence* seq) {
 }
 
 void StepScheduler::Remove(Sequence* seq) {
-  auto& list = seq->running ? running_ : waiting_;
-  list.erase(std::remove(list.begin(), list.end(), seq), list.end());
+  if (!seq->paused) {
+    auto& list = seq->running ? running_ : waiting_;
+    list.erase(std::remove(list.begin(), list.end(), seq), list.end());
+  }
   ReleaseBlocks(seq);
   seq->running = false;
+  seq->paused = false;
+}
+
+void StepScheduler::Pause(Sequence* seq) {
+  auto& list = seq->running ? running_ : waiting_;
+  list.erase(std::remove(list.begin(), list.end(), seq), list.end());
+  seq->running = false;
+  seq->paused = true;
+}
+
+void StepScheduler::Resume(Sequence* seq) {
+  seq->paused = false;
+  if (seq->blocks.empty()) {
+    AddWaiting(seq);
+  } else {
+    AddRunning(seq);
+  }
 }
 
 void StepScheduler::Preempt(Sequence* seq) {
@@ -105,8 +124,10 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
     const int64_t bs = blocks_->block_size();
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
     if (seq->blocks.empty()) {
-      // At least the last token is computed again: its logits are needed.
-      seq->blocks = blocks_->MatchPrefix(seq->tokens, (len - 1) / bs, options_.salt, &seq->hashes);
+      // Positions whose logits are needed are computed again: the last one,
+      // or for scoring every one from the prompt's last on.
+      const int64_t first_logits = seq->scoring ? seq->prompt_len - 1 : len - 1;
+      seq->blocks = blocks_->MatchPrefix(seq->tokens, first_logits / bs, options_.salt, &seq->hashes);
       seq->computed = static_cast<int64_t>(seq->blocks.size()) * bs;
     }
     int64_t n = std::min(len - seq->computed, budget);

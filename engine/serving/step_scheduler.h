@@ -24,6 +24,7 @@
 namespace flashroll::engine {
 
 struct Sequence {
+  uint64_t id = 0;                 // the engine's sequence id
   uint64_t arrival = 0;            // admission order; larger = younger
   std::vector<int32_t> tokens;     // prompt + generated
   int64_t prompt_len = 0;
@@ -31,6 +32,8 @@ struct Sequence {
   std::vector<int32_t> blocks;     // block table
   std::vector<uint64_t> hashes;    // chained hashes of the leading full blocks known to the cache
   bool running = false;
+  bool paused = false;
+  bool scoring = false;            // logits wanted from position prompt_len - 1 on, nothing sampled
   void* owner = nullptr;           // the engine's request
   int32_t choice = 0;
 };
@@ -56,6 +59,10 @@ class StepScheduler {
   void AddRunning(Sequence* seq);
   // Takes a sequence out (finished or cancelled) and releases its blocks.
   void Remove(Sequence* seq);
+  // Takes a sequence out of the batch but keeps its blocks (paused); Resume
+  // puts it back, running if it holds KV, else waiting.
+  void Pause(Sequence* seq);
+  void Resume(Sequence* seq);
 
   // Plans the next step: allocates (and copies on write) the blocks every
   // planned token needs. Empty when nothing can run.
