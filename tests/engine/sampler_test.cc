@@ -95,6 +95,10 @@ std::vector<double> RefDistribution(const std::vector<float>& logits, const Samp
   return dist;
 }
 
+int ArgMaxRef(const std::vector<float>& x) {
+  return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin());
+}
+
 std::vector<int32_t> Support(const std::vector<double>& dist) {
   std::vector<int32_t> ids;
   for (size_t i = 0; i < dist.size(); ++i) {
@@ -429,6 +433,24 @@ TEST(Sampler, TruncationTiesGoToTheLowerId) {
   EXPECT_EQ(counts[2] + counts[3] + counts[4], 0);
   EXPECT_GT(counts[0], 800);
   EXPECT_GT(counts[1], 800);
+}
+
+TEST(Sampler, ExtremeTemperaturesKeepExactSets) {
+  constexpr int64_t kVocab = 1000;
+  std::vector<float> logits = RandomLogits(5, kVocab, 3.0f);
+  logits[123] = logits[ArgMaxRef(logits)];  // a tie at the top, after the first maximum or before it
+  Sampler sampler(kVocab);
+  SamplingParams p;
+  p.top_p = 0.9;
+  for (double temperature : {1e-30, 1e-6, 1e6, 1e30}) {
+    p.temperature = temperature;
+    SCOPED_TRACE(testing::Message() << "T " << temperature);
+    const std::vector<int32_t> expected = Support(RefDistribution(logits, p));
+    EXPECT_EQ(sampler.TEST_KeptTokens(logits.data(), p, {}, {}), expected);
+    const SampledToken s = sampler.Sample(logits.data(), p, {}, {}, 0, 0);
+    EXPECT_TRUE(std::binary_search(expected.begin(), expected.end(), s.token));
+    EXPECT_TRUE(std::isfinite(s.logprob));
+  }
 }
 
 // The large-vocabulary paths (the top-p pre-filter and growing nucleus
