@@ -32,6 +32,8 @@ struct TarEntry {
   std::string data;        // file contents, or the symlink target
   mode_t perm = 0644;
   std::string hardlink;
+  uid_t uid = 0;
+  gid_t gid = 0;
 };
 
 la_ssize_t AppendToString(struct archive*, void* out, const void* data, size_t size) {
@@ -51,6 +53,8 @@ std::string MakeTar(const std::vector<TarEntry>& entries, int filter = ARCHIVE_F
     struct archive_entry* entry = archive_entry_new();
     archive_entry_set_pathname(entry, e.path.c_str());
     archive_entry_set_perm(entry, e.perm);
+    archive_entry_set_uid(entry, e.uid);
+    archive_entry_set_gid(entry, e.gid);
     if (!e.hardlink.empty()) {
       archive_entry_set_filetype(entry, AE_IFREG);
       archive_entry_set_hardlink(entry, e.hardlink.c_str());
@@ -261,7 +265,7 @@ TEST_F(OciImageTest, ResolveImageUnpacksLayersWithWhiteoutsOnceIntoTheCache) {
 
 // Whiteouts remove whole directories, nested contents and symlinks included
 // (never following a link), and an opaque marker empties a directory of
-// lower subdirectories too. FIFOs keep their permission bits.
+// lower subdirectories too. FIFOs, directories and files keep their bits and owners.
 TEST_F(OciImageTest, WhiteoutsRemoveWholeDirectories) {
   LayoutBuilder layout;
   const std::vector<TarEntry> base = {
@@ -278,7 +282,9 @@ TEST_F(OciImageTest, WhiteoutsRemoveWholeDirectories) {
       {".wh.gone", AE_IFREG, "", 0644, ""},
       {"opaque/.wh..wh..opq", AE_IFREG, "", 0644, ""},
       {".wh.missing", AE_IFREG, "", 0644, ""},  // nothing to remove: fine
-      {"pipe", AE_IFIFO, "", 0751, ""},
+      {"pipe", AE_IFIFO, "", 0751, "", 1234, 5678},
+      {"owned/", AE_IFDIR, "", 0750, "", 1234, 5678},
+      {"owned/file", AE_IFREG, "o", 0640, "", 4321, 8765},
       {"nodir/.wh.x", AE_IFREG, "", 0644, ""},  // a directory no layer made: nothing to do
   };
   layout.Write({{MakeTar(base), kTar}, {MakeTar(top), kTar}});
@@ -293,6 +299,16 @@ TEST_F(OciImageTest, WhiteoutsRemoveWholeDirectories) {
   ASSERT_EQ(::lstat((*root + "/pipe").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0751u);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+  // Owners come from the entries (the unpacker runs as root).
+  ASSERT_EQ(::lstat((*root + "/owned").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  ASSERT_EQ(::lstat((*root + "/owned/file").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4321u);
+  EXPECT_EQ(st.st_gid, 8765u);
   EXPECT_FALSE(fs::exists(*root + "/nodir"));
 }
 
