@@ -589,6 +589,33 @@ TEST(Sampler, ChoicesSeedsAndPositionsAreDistinctStreams) {
   EXPECT_GT(std::set<int32_t>(base.begin(), base.end()).size(), 16u);  // positions differ too
 }
 
+TEST(Sampler, ScoreGivesSampleLogprobBitsForTheSameToken) {
+  constexpr int64_t kVocab = 3001;
+  const std::vector<float> logits = RandomLogits(6, kVocab, 3.0f);
+  Sampler sampler(kVocab);
+  std::vector<float> all(kVocab);
+  for (double temperature : {0.0, 0.6, 1.0}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.top_p = 0.8;  // truncation and penalties never change the raw logprob
+    p.repetition_penalty = 1.2;
+    p.top_logprobs = 5;
+    const std::vector<int32_t> output = {1, 2, 3};
+    for (uint64_t t = 0; t < 5; ++t) {
+      const SampledToken s = sampler.Sample(logits.data(), p, {}, output, 0, t);
+      const SampledToken scored = sampler.Score(logits.data(), temperature, s.token, 5, all.data());
+      EXPECT_EQ(scored.token, s.token);
+      EXPECT_EQ(Bits(scored.logprob), Bits(s.logprob));
+      EXPECT_EQ(Bits(all[s.token]), Bits(s.logprob));
+      ASSERT_EQ(scored.top.size(), s.top.size());
+      for (size_t i = 0; i < s.top.size(); ++i) {
+        EXPECT_EQ(scored.top[i].token, s.top[i].token);
+        EXPECT_EQ(Bits(scored.top[i].logprob), Bits(s.top[i].logprob));
+      }
+    }
+  }
+}
+
 // ---- top_logprobs ----------------------------------------------------------
 
 TEST(Sampler, TopLogprobsDescendTiesToTheLowerId) {
