@@ -594,9 +594,10 @@ def main():
 
     record = load_record(args.record) if (args.resume or args.report or args.retest_survivors or args.merge) else None
     if record is None:
-        if os.path.exists(args.record):
-            os.replace(args.record, args.record + ".old")
+        # A fresh sample: the previous record is kept as .old once the first result is saved.
         record = {"version": 1, "runs": [], "mutants": {}}
+        if os.path.exists(args.record) and not (args.list or args.build_only):
+            shutil.copyfile(args.record, args.record + ".old")
     if args.merge:
         other = load_record(args.merge)
         record["mutants"].update(other["mutants"])
