@@ -29,6 +29,9 @@ class Backend {
   virtual void CopyKvBlock(int32_t from, int32_t to) = 0;
   // Runs one batch; logits receives [batch.logit_rows.size()][vocab].
   virtual Status Forward(const ForwardBatch& batch, float* logits, Routing* routing) = 0;
+  // Runs later batches on `model` (same shapes; a weight swap). The KV
+  // blocks are kept.
+  virtual void SetModel(const Model& model) = 0;
 };
 
 // The CPU backend over `model` (which must outlive it).

@@ -7,7 +7,7 @@ namespace {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(const Model& model) : model_(model) {}
+  explicit CpuBackend(const Model& model) : model_(&model) {}
 
   const char* name() const override { return "cpu"; }
 
@@ -19,13 +19,15 @@ class CpuBackend : public Backend {
 
   void CopyKvBlock(int32_t from, int32_t to) override { storage_->CopyBlock(from, to); }
 
+  void SetModel(const Model& model) override { model_ = &model; }
+
   Status Forward(const ForwardBatch& batch, float* logits, Routing* routing) override {
     if (!storage_) return Status::FailedPrecondition("the CPU backend has no KV storage yet");
-    return model_.ForwardBatch(batch, &*storage_, &scratch_, logits, routing);
+    return model_->ForwardBatch(batch, &*storage_, &scratch_, logits, routing);
   }
 
  private:
-  const Model& model_;
+  const Model* model_;
   std::optional<PagedKvStorage> storage_;
   ForwardScratch scratch_;
 };

@@ -58,6 +58,7 @@ std::vector<Choice> RequestStream::Collect() {
     Choice& c = choices[e->choice];
     if (e->has_token) {
       c.tokens.push_back(e->token.token);
+      c.versions.push_back(e->version);
       c.samples.push_back(std::move(e->token));
     }
     if (e->finish != FinishReason::kNone) {
@@ -108,6 +109,9 @@ struct Engine::State {
   std::unique_ptr<Sampler> sampler;
   std::vector<float> logits;
   ForwardBatch batch;
+  std::atomic<int64_t> version{0};
+  std::shared_ptr<Model> swapped;  // the weights swapped in last (the first are the caller's)
+  uint64_t base_salt = 0;
 
   std::mutex mu;  // guards inbox, cancels, stop, stats
   std::condition_variable cv;
@@ -221,6 +225,7 @@ bool Engine::State::Append(Request* req, Sequence* seq, SampledToken token) {
   StreamEvent e;
   e.choice = seq->choice;
   e.sequence_id = seq->id;
+  e.version = version.load();
   e.has_token = true;
   e.token = std::move(token);
   const int64_t generated = static_cast<int64_t>(seq->tokens.size()) - seq->prompt_len;
@@ -335,6 +340,7 @@ void Engine::State::Step() {
       const GenerationRequest& p = req->params;
       StreamEvent e;
       e.sequence_id = seq->id;
+      e.version = version.load();
       e.has_token = true;
       if (p.score_full_vocab) e.vocab_logprobs.resize(static_cast<size_t>(vocab));
       e.token = sampler->Score(row, p.sampling.temperature, seq->tokens[uses[k].position + 1], p.sampling.top_logprobs,
@@ -464,9 +470,11 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   step.max_batch_tokens = options.max_batch_tokens;
   // The prefix-cache salt: blocks written by another model, KV dtype or (to
   // come) weight version never match.
-  step.salt = BlockManager::ChainHash(
-      static_cast<uint64_t>(options.kv_dtype == KvDType::kF32 ? 1 : 2),
-      std::span<const int32_t>(), reinterpret_cast<uintptr_t>(&model));
+  s.base_salt = BlockManager::ChainHash(static_cast<uint64_t>(options.kv_dtype == KvDType::kF32 ? 1 : 2),
+                                       std::span<const int32_t>(), reinterpret_cast<uintptr_t>(&model));
+  s.version = options.weight_version;
+  step.salt = BlockManager::ChainHash(s.base_salt, std::span<const int32_t>(),
+                                      static_cast<uint64_t>(options.weight_version));
   s.scheduler = std::make_unique<StepScheduler>(s.blocks.get(), s.backend.get(), step);
   s.sampler = std::make_unique<Sampler>(c.vocab_size);
   s.stats.kv_blocks_total = num_blocks;
@@ -604,6 +612,63 @@ Result<SequenceInfo> Engine::GetSequence(uint64_t sequence_id) {
   if (!st.ok()) return st;
   return info;
 }
+
+namespace {
+
+// Why `next` cannot replace `current`, naming the config field or tensor.
+Status CheckSameShapes(const Model& current, const Model& next) {
+  const ModelConfig& a = current.config();
+  const ModelConfig& b = next.config();
+  const std::string where = next.files().config_file() + ": ";
+  if (a.architecture != b.architecture) return Status::InvalidArgument(where + "model_type: " + b.architecture + " is not " + a.architecture);
+  const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
+      {"vocab_size", {a.vocab_size, b.vocab_size}},   {"hidden_size", {a.hidden_size, b.hidden_size}},
+      {"num_hidden_layers", {a.num_layers, b.num_layers}}, {"num_attention_heads", {a.num_heads, b.num_heads}},
+      {"num_key_value_heads", {a.num_kv_heads, b.num_kv_heads}}, {"head_dim", {a.head_dim, b.head_dim}},
+      {"max_position_embeddings", {a.max_position_embeddings, b.max_position_embeddings}}};
+  for (const auto& [name, values] : fields) {
+    if (values.first != values.second) {
+      return Status::InvalidArgument(where + name + ": " + std::to_string(values.second) + " is not " +
+                                     std::to_string(values.first));
+    }
+  }
+  const auto& ta = current.files().tensors();
+  const auto& tb = next.files().tensors();
+  for (const auto& [name, t] : ta) {
+    auto it = tb.find(name);
+    if (it == tb.end()) return Status::InvalidArgument(where + "tensor '" + name + "' is missing");
+    if (it->second.shape != t.shape) return Status::InvalidArgument(it->second.file + ": tensor '" + name + "': shape differs");
+    if (it->second.dtype != t.dtype) return Status::InvalidArgument(it->second.file + ": tensor '" + name + "': dtype differs");
+  }
+  for (const auto& [name, t] : tb) {
+    if (ta.count(name) == 0) return Status::InvalidArgument(t.file + ": tensor '" + name + "' is not in the running model");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Engine::SwapWeights(std::unique_ptr<Model> model, int64_t version) {
+  State& s = *state_;
+  if (model == nullptr) return Status::InvalidArgument("no model to swap in");
+  std::shared_ptr<Model> incoming(std::move(model));
+  return RunOnLoop([&s, incoming, version]() mutable -> Status {
+    FR_RETURN_IF_ERROR(CheckSameShapes(*s.model, *incoming));
+    if (version <= s.version.load()) {
+      return Status::FailedPrecondition("weight version " + std::to_string(version) + " is not above the current " +
+                                        std::to_string(s.version.load()));
+    }
+    // Between two steps: the next step runs every sequence on the new weights.
+    s.backend->SetModel(*incoming);
+    s.model = incoming.get();
+    s.swapped = incoming;
+    s.version = version;
+    s.scheduler->set_salt(BlockManager::ChainHash(s.base_salt, std::span<const int32_t>(), static_cast<uint64_t>(version)));
+    return Status::Ok();
+  });
+}
+
+int64_t Engine::weight_version() const { return state_->version.load(); }
 
 EngineStats Engine::Stats() const {
   std::lock_guard<std::mutex> lock(state_->mu);

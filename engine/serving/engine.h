@@ -48,6 +48,7 @@ struct EngineOptions {
   KvDType kv_dtype = KvDType::kBF16;
   int64_t max_model_len = 0;        // 0 = the model's max_position_embeddings
   bool prefix_caching = true;
+  int64_t weight_version = 0;       // the version of the starting weights
 };
 
 struct GenerationRequest {
@@ -79,12 +80,14 @@ struct StreamEvent {
   FinishReason finish = FinishReason::kNone;  // set on the choice's last event
   std::string stop_string;                   // the stop string that matched, if any
   std::vector<float> vocab_logprobs;         // scoring with score_full_vocab: [vocab]
+  int64_t version = 0;                       // the weight version that produced the token
 };
 
 // The tokens and logprobs of one finished choice.
 struct Choice {
   std::vector<int32_t> tokens;
   std::vector<SampledToken> samples;  // one per token
+  std::vector<int64_t> versions;      // the weight version of each token
   FinishReason finish = FinishReason::kNone;
   std::string stop_string;
 };
@@ -167,6 +170,17 @@ class Engine {
   Status Pause(uint64_t sequence_id);
   Status Resume(uint64_t sequence_id);
   Result<SequenceInfo> GetSequence(uint64_t sequence_id);
+
+  // Swaps in new weights at the next token boundary: running sequences
+  // continue on them without re-prefill (their KV blocks are kept), and
+  // every later token records `version`. Prefix-cache blocks written by
+  // older versions are not reused by new requests. InvalidArgument naming
+  // the tensor or config field when `model` differs from the running one in
+  // architecture, a tensor's name, shape or dtype; FailedPrecondition when
+  // version is not above the current one. On error the old weights keep
+  // serving.
+  Status SwapWeights(std::unique_ptr<Model> model, int64_t version);
+  int64_t weight_version() const;
 
   EngineStats Stats() const;
   int64_t max_model_len() const;

@@ -74,6 +74,8 @@ class StepScheduler {
   int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t running() const { return static_cast<int64_t>(running_.size()); }
   int64_t preemptions() const { return preemptions_; }
+  // New blocks are known under this salt from now on (a weight swap).
+  void set_salt(uint64_t salt) { options_.salt = salt; }
 
  private:
   bool EnsureBlocks(Sequence* seq, int64_t upto);
