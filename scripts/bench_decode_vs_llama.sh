@@ -29,7 +29,7 @@
 # The 32-sequence pair runs on the Q8_0 files only unless --batched-types all
 # (or a comma list of types). --boost runs the script in a session of its own
 # (setsid) whose scheduler autogroup gets nice -20: on a 2-vCPU machine shared
-# with other work, llama.cpp's spinning thread barrier loses 10-100x whenever
+# with other work, llama.cpp's spinning thread barrier loses 10-40x whenever
 # one of its two threads is preempted, while Flashroll's pool (work claimed per
 # task) degrades in proportion, so a loaded machine measures the neighbours,
 # not the engines. The boost leaves other sessions ~5% of the CPU while it
@@ -62,7 +62,7 @@ BATCHED_TYPES=q8_0
 BOOST=0
 ARGS=("$@")
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$SELF"; exit "${1:-2}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) RUNS=$2; shift 2 ;;
