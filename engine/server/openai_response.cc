@@ -1,8 +1,11 @@
 #include "engine/server/openai_response.h"
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 namespace flashroll::engine {
@@ -54,13 +57,45 @@ Json TopEntries(const Tokenizer& tokenizer, const SampledToken& s) {
   Json top = Json::array();
   for (const TokenLogprob& alt : s.top) {
     top.push_back({{"token", LogprobTokenString(tokenizer, alt.token)},
-                   {"logprob", alt.logprob},
+                   {"logprob", FloatJson(alt.logprob)},
                    {"bytes", BytesJson(tokenizer.TokenBytes(alt.token))}});
   }
   return top;
 }
 
 }  // namespace
+
+Json FloatJson(float value) {
+  if (!std::isfinite(value)) return Json(nullptr);
+  // The float's shortest decimal read back as the nearest double: it rounds
+  // back to `value` as float, and a short decimal is what the writer prints
+  // for that double (nearly always; see the header).
+  char buf[32];
+  std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf) - 1, value);
+  *r.ptr = '\0';
+  return Json(std::strtod(buf, nullptr));
+}
+
+void AppendFloatJson(float value, std::string* out) {
+  if (!std::isfinite(value)) {
+    *out += "null";
+    return;
+  }
+  if (value == 0) {
+    *out += std::signbit(value) ? "-0.0" : "0.0";  // "-0" would read as the integer 0
+    return;
+  }
+  char buf[64];
+  std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), value);
+  // A whole number whose plain form is no longer than the exponent form is
+  // written with all its digits ("6111943458816"); the exponent form keeps
+  // to the shortest digits ("6.1119435e+12").
+  const std::string_view plain(buf, static_cast<size_t>(r.ptr - buf));
+  if (plain.find_first_of(".e") == std::string_view::npos && plain.size() - (value < 0 ? 1 : 0) > 9) {
+    r = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
+  }
+  out->append(buf, r.ptr);
+}
 
 std::string LogprobTokenString(const Tokenizer& tokenizer, int32_t id) {
   std::string bytes = tokenizer.TokenBytes(id);
@@ -85,14 +120,14 @@ void AppendCompletionLogprobs(const Tokenizer& tokenizer, std::span<const Sample
                               size_t* text_offset, Json* logprobs) {
   for (const SampledToken& s : samples) {
     (*logprobs)["tokens"].push_back(LogprobTokenString(tokenizer, s.token));
-    (*logprobs)["token_logprobs"].push_back(s.logprob);
+    (*logprobs)["token_logprobs"].push_back(FloatJson(s.logprob));
     (*logprobs)["text_offset"].push_back(*text_offset);
     *text_offset += tokenizer.IsControl(s.token) ? 0 : tokenizer.TokenBytes(s.token).size();
     if (with_top) {
       Json top = Json::object();
       for (const TokenLogprob& alt : s.top) {
         const std::string key = LogprobTokenString(tokenizer, alt.token);
-        if (!top.contains(key)) top[key] = alt.logprob;
+        if (!top.contains(key)) top[key] = FloatJson(alt.logprob);
       }
       (*logprobs)["top_logprobs"].push_back(std::move(top));
     }
@@ -103,7 +138,7 @@ Json ChatLogprobContent(const Tokenizer& tokenizer, std::span<const SampledToken
   Json content = Json::array();
   for (const SampledToken& s : samples) {
     content.push_back({{"token", LogprobTokenString(tokenizer, s.token)},
-                       {"logprob", s.logprob},
+                       {"logprob", FloatJson(s.logprob)},
                        {"bytes", BytesJson(tokenizer.TokenBytes(s.token))},
                        {"top_logprobs", with_top ? TopEntries(tokenizer, s) : Json::array()}});
   }

@@ -25,6 +25,19 @@
 
 namespace flashroll::engine {
 
+// A float32 as JSON: a number that reads back as the same float (a client
+// parsing it as a double and rounding to float32 gets the exact bits). It is
+// the double nearest the float's shortest decimal (at most 9 significant
+// digits); nlohmann's writer (Grisu2) prints that decimal nearly always, and
+// otherwise up to 17 digits of the same double. Not finite: null.
+Json FloatJson(float value);
+
+// Appends a float32 as JSON text: its shortest decimal (std::to_chars; at
+// most 9 significant digits, in exponent form for large whole numbers),
+// which reads back as the same float; "-0.0" for negative zero; null when
+// not finite. For bodies written by hand where every digit counts.
+void AppendFloatJson(float value, std::string* out);
+
 // The token's text when its bytes are valid UTF-8 on their own; otherwise
 // "bytes:\xe2\x80" with each byte as \xNN (OpenAI's form for a piece of a
 // character).
