@@ -414,10 +414,58 @@ std::optional<ApiError> ReadCompletionRequest(const Json& body, CompletionReques
   return std::nullopt;
 }
 
+// A non-empty array of token ids (0 to INT32_MAX) named `key`.
+std::optional<ApiError> ReadTokenIds(const Json& body, const char* key, std::vector<int32_t>* out) {
+  const Json* ids = Find(body, key);
+  if (ids == nullptr) return InvalidRequest(key, "missing");
+  if (!ids->is_array()) return InvalidRequest(key, std::string("expected an array of token ids, got ") + ids->type_name());
+  if (ids->empty()) return InvalidRequest(key, "is empty");
+  out->reserve(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    const std::string path = std::string(key) + "[" + std::to_string(i) + "]";
+    Result<int64_t> v = JsonView((*ids)[i], path).AsInt();
+    if (!v.ok()) return FieldError(key, v.status());
+    if (*v < 0 || *v > INT32_MAX) return InvalidRequest(key, path + " = " + std::to_string(*v) + " is not a token id");
+    out->push_back(static_cast<int32_t>(*v));
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ReadChatRequest(const Json& body, ChatRequest* out) {
   if (auto e = ReadGenerationParams(body, /*chat=*/true, &out->params)) return e;
   if (auto e = ReadMessages(body, &out->messages)) return e;
   if (auto e = ReadTools(body, out)) return e;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out) {
+  if (!body.contains("model") || body["model"].is_null()) return InvalidRequest("model", "missing");
+  if (auto e = ReadString(body, "model", &out->model)) return e;
+  if (auto e = ReadTokenIds(body, "prompt_token_ids", &out->prompt_token_ids)) return e;
+  if (auto e = ReadTokenIds(body, "token_ids", &out->token_ids)) return e;
+  if (auto e = ReadDouble(body, "temperature", 0, 2, false, &out->temperature)) return e;
+  int64_t top = 0;
+  if (auto e = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return e;
+  out->top_logprobs = static_cast<int32_t>(top);
+  if (auto e = ReadBool(body, "full_vocab", &out->full_vocab)) return e;
+  std::string format = "json";
+  if (auto e = ReadString(body, "format", &format)) return e;
+  if (format == "json") {
+    out->format = ScoreFormat::kJson;
+  } else if (format == "f32") {
+    out->format = ScoreFormat::kF32;
+  } else {
+    return InvalidRequest("format", "expected \"json\" or \"f32\", got \"" + format + "\"");
+  }
+  if (out->full_vocab && out->format != ScoreFormat::kF32) {
+    return InvalidRequest("format", "full_vocab is returned as binary: send \"format\": \"f32\"");
+  }
+  if (out->format == ScoreFormat::kF32 && !out->full_vocab) {
+    return InvalidRequest("full_vocab", "format \"f32\" returns the whole vocabulary: send \"full_vocab\": true");
+  }
+  if (out->format == ScoreFormat::kF32 && out->top_logprobs > 0) {
+    return InvalidRequest("top_logprobs", "not returned with format \"f32\" (the body holds every token's logprob)");
+  }
   return std::nullopt;
 }
 

@@ -78,6 +78,19 @@ struct ChatRequest {
   bool tool_choice_none = false;        // tool_choice "none": tools are rendered, calls not parsed
 };
 
+// POST /v1/score: the raw logprob of each of token_ids given the prompt and
+// the tokens before it.
+enum class ScoreFormat { kJson, kF32 };
+struct ScoreRequest {
+  std::string model;
+  std::vector<int32_t> prompt_token_ids;  // at least one
+  std::vector<int32_t> token_ids;         // at least one
+  double temperature = 1.0;               // [0, 2], as generation; 0 scores as 1 (greedy's logprobs)
+  int32_t top_logprobs = 0;               // 0-20 alternatives per token (json only)
+  bool full_vocab = false;                // the whole log-softmax per token (f32 only)
+  ScoreFormat format = ScoreFormat::kJson;
+};
+
 // Parses a request body as one JSON object. A malformed body gives
 // "malformed JSON: parse error at byte B (line L, column C): ...".
 std::optional<ApiError> ParseJsonBody(std::string_view body, Json* out);
@@ -86,5 +99,9 @@ std::optional<ApiError> ParseJsonBody(std::string_view body, Json* out);
 // filled. A missing seed is drawn at random, so unseeded requests differ.
 std::optional<ApiError> ReadCompletionRequest(const Json& body, CompletionRequest* out);
 std::optional<ApiError> ReadChatRequest(const Json& body, ChatRequest* out);
+// Types, ranges and the pairing of full_vocab with format "f32" (both or
+// neither; top_logprobs only with json). Token ids are checked against the
+// vocabulary and the context by the server, which knows them.
+std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out);
 
 }  // namespace flashroll::engine

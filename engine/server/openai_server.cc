@@ -1,7 +1,10 @@
 #include "engine/server/openai_server.h"
 
 #include <algorithm>
+#include <bit>
+#include <charconv>
 #include <chrono>
+#include <cstring>
 #include <optional>
 
 #include "common/log.h"
@@ -23,6 +26,10 @@ constexpr std::chrono::milliseconds kIdleWrite{500};
 constexpr char kJsonType[] = "application/json; charset=utf-8";
 constexpr char kCompletionsPath[] = "/v1/completions";
 constexpr char kChatPath[] = "/v1/chat/completions";
+constexpr char kScorePath[] = "/v1/score";
+constexpr char kSequencesPath[] = "/v1/sequences";  // the metrics' label for /v1/sequences/{id}[/...]
+// f32 score bodies are written in pieces of about this many bytes.
+constexpr size_t kBinaryChunkBytes = 1u << 20;
 
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -96,6 +103,7 @@ struct ChoiceState {
   size_t ids_sent = 0;       // token ids already streamed
   size_t text_offset = 0;    // completions logprobs: where the next unsent token starts
   bool echoed = false;       // completions with echo: the prompt's text was streamed
+  uint64_t sequence_id = 0;  // the engine's sequence of this choice, once it exists
   Clock::time_point last_token;
 };
 
@@ -108,6 +116,46 @@ StreamResponse BodyReply(int status, std::string content_type, std::string body)
     return Status::Ok();
   };
   return reply;
+}
+
+// A sequence id as clients see it: a string of decimal digits.
+std::string SequenceIdString(uint64_t id) { return std::to_string(id); }
+
+// The engine's id for a path's {id}: decimal digits of a uint64 (nullopt
+// otherwise, which is answered as an unknown sequence).
+std::optional<uint64_t> ParseSequenceId(const std::string& text) {
+  uint64_t id = 0;
+  const bool digits = std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (text.empty() || text.size() > 20 || !digits) return std::nullopt;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return id;
+}
+
+Json SequenceJson(const SequenceInfo& info) {
+  return Json{{"id", SequenceIdString(info.id)},
+              {"object", "sequence"},
+              {"state", info.state},
+              {"prompt_tokens", info.prompt_tokens},
+              {"generated_tokens", info.generated_tokens},
+              {"kv_blocks", info.kv_blocks}};
+}
+
+// The ApiError for a failed Pause, Resume or GetSequence: 404 for an unknown
+// or finished sequence, 409 for a state conflict.
+ApiError SequenceError(const Status& status) {
+  ApiError e;
+  e.message = status.message();
+  if (status.code() == Code::kNotFound) {
+    e.http_status = 404;
+    e.code = "sequence_not_found";
+  } else if (status.code() == Code::kFailedPrecondition) {
+    e.http_status = 409;
+    e.code = "sequence_state_conflict";
+  } else {
+    e = ApiErrorFromStatus(status);
+  }
+  return e;
 }
 
 StreamResponse ErrorReply(const ApiError& e) { return BodyReply(e.http_status, kJsonType, DumpJson(e.ToJson())); }
@@ -142,6 +190,9 @@ struct OpenAiServer::Impl {
                                  int64_t* max_tokens) const;
   Result<StreamResponse> Completions(const HttpRequest& request);
   Result<StreamResponse> Chat(const HttpRequest& request);
+  Result<StreamResponse> Score(const HttpRequest& request);
+  // GET /v1/sequences/{id} (action empty), POST .../pause and .../resume.
+  HttpResponse SequenceRoute(const HttpRequest& request, const std::string& action);
   // Submits the job and returns the reply that streams or collects it.
   StreamResponse Run(Job job, std::vector<int32_t> stop_tokens, int64_t max_tokens);
   // Reply helpers that count the request in the metrics.
@@ -363,6 +414,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
       if (timed_out) continue;
       if (!event) break;
       ChoiceState& s = choices[static_cast<size_t>(event->choice)];
+      if (event->sequence_id != 0) s.sequence_id = event->sequence_id;
       if (event->has_token) {
         const Clock::time_point now = Clock::now();
         if (first_token) {
@@ -406,6 +458,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
       }
       std::span<const SampledToken> fresh(s.samples.data() + s.samples_sent, s.samples.size() - s.samples_sent);
       Json choice = {{"index", event->choice}};
+      if (s.sequence_id != 0) choice["sequence_id"] = SequenceIdString(s.sequence_id);
       Json logprobs = nullptr;
       if (p.logprobs) {
         if (job.chat) {
@@ -463,6 +516,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
       for (size_t c = 0; c < choices.size(); ++c) {
         ChoiceState& s = choices[c];
         Json choice = {{"index", c}};
+        if (s.sequence_id != 0) choice["sequence_id"] = SequenceIdString(s.sequence_id);
         std::string finish = FinishName(s.finish, s.text.stopped_by_string());
         if (job.chat) {
           Json message = {{"role", "assistant"}, {"content", s.text.text()}};
@@ -506,10 +560,190 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
   return reply;
 }
 
+Result<StreamResponse> OpenAiServer::Impl::Score(const HttpRequest& http_request) {
+  const std::string endpoint = kScorePath;
+  const Clock::time_point arrived = Clock::now();
+  if (auto e = CheckAuth(http_request)) return Fail(endpoint, arrived, *e);
+  Json body;
+  if (auto e = ParseJsonBody(http_request.body, &body)) return Fail(endpoint, arrived, *e);
+  ScoreRequest request;
+  if (auto e = ReadScoreRequest(body, &request)) return Fail(endpoint, arrived, *e);
+  if (auto e = CheckModel(request.model)) return Fail(endpoint, arrived, *e);
+  const int64_t vocab = engine->model().config().vocab_size;
+  auto outside_vocab = [&](const char* field, const std::vector<int32_t>& ids) -> std::optional<ApiError> {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= vocab) {
+        return InvalidRequest(field, "token " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                                         " is outside the vocabulary of " + std::to_string(vocab) + " tokens");
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto e = outside_vocab("prompt_token_ids", request.prompt_token_ids)) return Fail(endpoint, arrived, *e);
+  if (auto e = outside_vocab("token_ids", request.token_ids)) return Fail(endpoint, arrived, *e);
+  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
+  const int64_t scored_tokens = static_cast<int64_t>(request.token_ids.size());
+  const int64_t limit = engine->max_model_len();
+  if (prompt_tokens + scored_tokens > limit) {
+    return Fail(endpoint, arrived,
+                InvalidRequest("token_ids",
+                               "This model's maximum context length is " + std::to_string(limit) +
+                                   " tokens; the request has " + std::to_string(prompt_tokens + scored_tokens) +
+                                   " (" + std::to_string(prompt_tokens) + " in prompt_token_ids, " +
+                                   std::to_string(scored_tokens) + " in token_ids).",
+                               "context_length_exceeded"));
+  }
+
+  GenerationRequest generation;
+  generation.prompt = request.prompt_token_ids;
+  generation.score_tokens = request.token_ids;
+  generation.score_full_vocab = request.full_vocab;
+  generation.sampling.temperature = request.temperature;
+  generation.sampling.top_logprobs = request.top_logprobs;
+  generation.max_tokens = 0;
+  Result<std::shared_ptr<RequestStream>> submitted = engine->Submit(std::move(generation));
+  if (!submitted.ok()) return Fail(endpoint, arrived, ApiErrorFromStatus(submitted.status()));
+  std::shared_ptr<RequestStream> stream = std::move(submitted).value();
+
+  const bool binary = request.format == ScoreFormat::kF32;
+  StreamResponse reply;
+  reply.status = 200;
+  if (binary) {
+    reply.content_type = "application/octet-stream";
+    reply.headers.emplace("X-Flashroll-Rows", std::to_string(scored_tokens));
+    reply.headers.emplace("X-Flashroll-Vocab-Size", std::to_string(vocab));
+  } else {
+    reply.content_type = kJsonType;
+  }
+  reply.produce = [this, request = std::move(request), stream, endpoint, arrived, binary, vocab, prompt_tokens,
+                   scored_tokens](ChunkWriter& writer) -> Status {
+    static_assert(std::endian::native == std::endian::little, "the f32 body is little-endian float32");
+    const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
+    auto gone = [&]() {
+      stream->Cancel();
+      metrics.ObserveRequest(endpoint, 499, SecondsSince(arrived));
+      return Status::Unavailable("client went away; score request cancelled");
+    };
+    // The JSON arrays, written by hand so that each float32 has its
+    // shortest digits (AppendFloatJson).
+    std::string logprobs = "[";
+    std::string top = "[";
+    std::string pending;  // f32 rows not yet written
+    int64_t rows = 0;
+    Clock::time_point last_write = Clock::now();
+    FinishReason finish = FinishReason::kNone;
+    while (true) {
+      // JSON may lead with whitespace: a write every kIdleWrite finds out
+      // whether the client is still there. A binary body has no such filler.
+      if (!binary && Clock::now() - last_write >= kIdleWrite) {
+        last_write = Clock::now();
+        if (!writer.Write(" ")) return gone();
+      }
+      bool timed_out = false;
+      std::optional<StreamEvent> event = stream->Next(kIdleWrite, &timed_out);
+      if (timed_out) continue;
+      if (!event) break;
+      if (event->finish != FinishReason::kNone) finish = event->finish;
+      if (!event->has_token) continue;
+      ++rows;
+      if (binary) {
+        if (event->vocab_logprobs.size() * sizeof(float) != row_bytes) {
+          stream->Cancel();
+          metrics.ObserveRequest(endpoint, 500, SecondsSince(arrived));
+          return Status::Internal("score: a row of " + std::to_string(event->vocab_logprobs.size()) +
+                                  " logprobs, expected " + std::to_string(vocab));
+        }
+        const size_t at = pending.size();
+        pending.resize(at + row_bytes);
+        std::memcpy(pending.data() + at, event->vocab_logprobs.data(), row_bytes);
+        if (pending.size() >= kBinaryChunkBytes) {
+          last_write = Clock::now();
+          if (!writer.Write(pending)) return gone();
+          pending.clear();
+        }
+      } else {
+        if (rows > 1) logprobs += ',';
+        AppendFloatJson(event->token.logprob, &logprobs);
+        if (request.top_logprobs > 0) {
+          top += rows > 1 ? ",[" : "[";
+          for (size_t k = 0; k < event->token.top.size(); ++k) {
+            if (k > 0) top += ',';
+            top += "{\"token_id\":" + std::to_string(event->token.top[k].token) + ",\"logprob\":";
+            AppendFloatJson(event->token.top[k].logprob, &top);
+            top += '}';
+          }
+          top += ']';
+        }
+      }
+    }
+    if (finish == FinishReason::kAbort || rows != scored_tokens) {
+      // The status line is out: cut the body so the client sees a failure.
+      metrics.ObserveRequest(endpoint, 500, SecondsSince(arrived));
+      return Status::Internal("score: the engine ended the request after " + std::to_string(rows) + " of " +
+                              std::to_string(scored_tokens) + " tokens");
+    }
+    if (binary) {
+      if (!writer.Write(pending)) return gone();
+    } else {
+      const Json usage = {{"prompt_tokens", prompt_tokens},
+                          {"scored_tokens", scored_tokens},
+                          {"total_tokens", prompt_tokens + scored_tokens}};
+      std::string out = "{\"id\":" + DumpJson(NewResponseId("score-")) + ",\"object\":\"score\",\"model\":" +
+                        DumpJson(options.model_name) + ",\"logprobs\":" + logprobs + "]";
+      if (request.top_logprobs > 0) out += ",\"top_logprobs\":" + top + "]";
+      out += ",\"usage\":" + DumpJson(usage) + "}";
+      if (!writer.Write(out)) return gone();
+    }
+    metrics.ObserveRequest(endpoint, 200, SecondsSince(arrived));
+    return Status::Ok();
+  };
+  return reply;
+}
+
+HttpResponse OpenAiServer::Impl::SequenceRoute(const HttpRequest& request, const std::string& action) {
+  const Clock::time_point arrived = Clock::now();
+  auto answer = [&](int status, const Json& body) {
+    metrics.ObserveRequest(kSequencesPath, status, SecondsSince(arrived));
+    return RawJson(status, body);
+  };
+  if (auto e = CheckAuth(request)) return answer(e->http_status, e->ToJson());
+  auto it = request.path_params.find("id");
+  const std::string text = it == request.path_params.end() ? std::string() : it->second;
+  std::optional<uint64_t> id = ParseSequenceId(text);
+  if (!id || *id == 0) {
+    ApiError e;
+    e.http_status = 404;
+    e.code = "sequence_not_found";
+    e.message = "no sequence \"" + text + "\" (sequence ids are the decimal strings in a choice's sequence_id)";
+    return answer(404, e.ToJson());
+  }
+  Status done = Status::Ok();
+  if (action == "pause") done = engine->Pause(*id);
+  if (action == "resume") done = engine->Resume(*id);
+  if (!done.ok()) {
+    const ApiError e = SequenceError(done);
+    return answer(e.http_status, e.ToJson());
+  }
+  Result<SequenceInfo> info = engine->GetSequence(*id);
+  if (!info.ok()) {
+    // It finished between the action and the look.
+    const ApiError e = SequenceError(info.status());
+    return answer(e.http_status, e.ToJson());
+  }
+  return answer(200, SequenceJson(*info));
+}
+
 void OpenAiServer::Impl::AddRoutes() {
   http->HandleStream(HttpMethod::kPost, kCompletionsPath,
                      [this](const HttpRequest& r) { return Completions(r); });
   http->HandleStream(HttpMethod::kPost, kChatPath, [this](const HttpRequest& r) { return Chat(r); });
+  http->HandleStream(HttpMethod::kPost, kScorePath, [this](const HttpRequest& r) { return Score(r); });
+  http->HandleRaw(HttpMethod::kGet, "/v1/sequences/:id",
+                  [this](const HttpRequest& r) -> Result<HttpResponse> { return SequenceRoute(r, ""); });
+  http->HandleRaw(HttpMethod::kPost, "/v1/sequences/:id/pause",
+                  [this](const HttpRequest& r) -> Result<HttpResponse> { return SequenceRoute(r, "pause"); });
+  http->HandleRaw(HttpMethod::kPost, "/v1/sequences/:id/resume",
+                  [this](const HttpRequest& r) -> Result<HttpResponse> { return SequenceRoute(r, "resume"); });
   http->HandleRaw(HttpMethod::kGet, "/v1/models", [this](const HttpRequest& r) -> Result<HttpResponse> {
     if (auto e = CheckAuth(r)) return RawJson(e->http_status, e->ToJson());
     Json model = {{"id", options.model_name},

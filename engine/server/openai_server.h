@@ -7,14 +7,44 @@
 //   POST /v1/chat/completions   messages through the model's chat template
 //                               (chat_format.h); tools in, tool_calls out
 //                               (tool_calls.h)
+//   POST /v1/score              the raw logprob (log_softmax(logits / T), no
+//                               penalties or truncation) of each of token_ids
+//                               after prompt_token_ids and the tokens before
+//                               it — bitwise what generation recorded for it
+//                               at that temperature (sampler.h); JSON
+//                               {"logprobs": [...], "top_logprobs": [[{"token_id",
+//                               "logprob"}, ...], ...] (top_logprobs > 0), "usage"},
+//                               or with "full_vocab": true and "format": "f32" an
+//                               application/octet-stream body: little-endian
+//                               float32 [len(token_ids)][vocab] row-major, row i the
+//                               log-softmax before token_ids[i] (headers
+//                               X-Flashroll-Rows and X-Flashroll-Vocab-Size)
+//   GET  /v1/sequences/{id}     {"id", "object": "sequence", "state" (waiting,
+//                               running, paused), "prompt_tokens",
+//                               "generated_tokens", "kv_blocks"}
+//   POST /v1/sequences/{id}/pause, /v1/sequences/{id}/resume
+//                               pause at the next token boundary / continue
+//                               exactly as if never stopped (Engine::Pause);
+//                               200 with the sequence as GET shows it, 404 for
+//                               an unknown or finished sequence, 409 when
+//                               already paused / not paused
 //   GET  /health                200 {"status": "ok"} while serving
 //   GET  /metrics               Prometheus text (server_metrics.h)
 // Both generation routes take n, seed, temperature, top_p, top_k, min_p,
 // presence/frequency/repetition penalties, stop, max_tokens, logprobs and
 // top_logprobs, and "stream": true for server-sent events ending in
-// "data: [DONE]". Request bodies are read in openai_request.h; every error
-// is an OpenAI-style JSON body (ApiError) with a 4xx/5xx status, never a
-// dropped connection (except a stream cut by the client).
+// "data: [DONE]". Each choice (and each streamed chunk of it, once the
+// engine has made its sequence: not the chat role chunk sent first) carries
+// "sequence_id", the engine's id as a string of decimal digits, for the
+// /v1/sequences routes (to pause a sequence, stream it: a whole reply comes
+// after it has finished). Logprobs are float32 printed with the shortest
+// digits that read back as the same float (FloatJson). /v1/score takes
+// {"model", "prompt_token_ids", "token_ids", "temperature" (default 1; 0
+// scores as 1, as greedy generation records), "top_logprobs" (0-20),
+// "full_vocab", "format": "json" | "f32"}. Request bodies are read in
+// openai_request.h; every error is an OpenAI-style JSON body (ApiError) with
+// a 4xx/5xx status, never a dropped connection (except a stream cut by the
+// client, or a body cut because the engine failed after the status line).
 //
 // With an API key, /v1/* needs "Authorization: Bearer <key>" (401
 // otherwise); /health and /metrics stay open for probes and scrapers.

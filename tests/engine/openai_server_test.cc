@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +27,7 @@
 #include "engine/models/model_tokenizer.h"
 #include "engine/server/choice_text.h"
 #include "engine/server/openai_request.h"
+#include "engine/server/openai_response.h"
 #include "engine/server/serve.h"
 #include "engine/server/tool_calls.h"
 #include "engine/serving/engine.h"
@@ -67,6 +71,21 @@ class RawConnection {
   // Reads until `needle` has arrived (or EOF/timeout); returns all read.
   std::string ReadUntil(std::string_view needle) {
     while (received_.find(needle) == std::string::npos) {
+      char chunk[4096];
+      ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+      if (n <= 0) break;
+      received_.append(chunk, static_cast<size_t>(n));
+    }
+    return received_;
+  }
+  // Reads until `needle` has arrived `count` times (or EOF/timeout).
+  std::string ReadUntilCount(std::string_view needle, size_t count) {
+    auto occurrences = [&]() {
+      size_t found = 0;
+      for (size_t pos = received_.find(needle); pos != std::string::npos; pos = received_.find(needle, pos + 1)) ++found;
+      return found;
+    };
+    while (occurrences() < count) {
       char chunk[4096];
       ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
       if (n <= 0) break;
@@ -270,6 +289,13 @@ TEST_F(OpenAiServerTest, SeededSamplingIsReproducibleAndChoicesDiffer) {
   ASSERT_EQ(s1, 200) << first.dump();
   ASSERT_EQ(s2, 200) << second.dump();
   ASSERT_EQ(first["choices"].size(), 2u);
+  // Each choice is a sequence of its own; otherwise the runs are the same.
+  for (Json* reply : {&first, &second}) {
+    for (Json& choice : (*reply)["choices"]) {
+      ASSERT_TRUE(choice["sequence_id"].is_string()) << choice.dump();
+      choice.erase("sequence_id");
+    }
+  }
   EXPECT_EQ(first["choices"], second["choices"]);  // tokens, text and logprobs, bit for bit
   EXPECT_NE(first["choices"][0]["token_ids"], first["choices"][1]["token_ids"]);
   EXPECT_EQ(first["usage"]["completion_tokens"], 48);
@@ -659,6 +685,370 @@ TEST(OpenAiRequest, ErrorsCarryOpenAisShape) {
   EXPECT_EQ(e->param, "max_completion_tokens");
   EXPECT_EQ(ApiErrorFromStatus(Status::InvalidArgument("max_tokens: must not be negative")).param, "max_tokens");
   EXPECT_EQ(ApiErrorFromStatus(Status::Internal("boom")).http_status, 500);
+}
+
+// The bits of a JSON number read as a float32, as a client reads a logprob.
+uint32_t FloatBits(const Json& v) {
+  const float f = static_cast<float>(v.get<double>());
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+uint32_t FloatBits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+// Significant digits of a JSON number's text.
+size_t SignificantDigits(std::string_view text) {
+  text = text.substr(0, text.find_first_of("eE"));
+  std::string digits;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') digits += c;
+  }
+  const size_t first = digits.find_first_not_of('0');
+  if (first == std::string::npos) return 1;
+  const size_t last = digits.find_last_not_of('0');
+  return last - first + 1;
+}
+
+TEST(OpenAiResponse, FloatsRoundTripAndAppendFloatJsonUsesAtMostNineDigits) {
+  std::mt19937 rng(7);
+  std::vector<float> values = {-0.0f, 0.1f, -1e-30f, -87.3365f, 3.4028235e38f, 1.17549435e-38f, 1e-45f};
+  for (int i = 0; i < 20000; ++i) {
+    uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    if (std::isfinite(f)) values.push_back(f);
+  }
+  size_t long_ones = 0;
+  for (float f : values) {
+    const std::string text = DumpJson(FloatJson(f));
+    ASSERT_EQ(FloatBits(ParseJson(text).value()), FloatBits(f)) << text;
+    // Grisu2 is not always shortest; whole numbers print all their digits.
+    if (std::fabs(f) < 1e6f) long_ones += SignificantDigits(text) > 9;
+    std::string hand;
+    AppendFloatJson(f, &hand);
+    ASSERT_EQ(FloatBits(ParseJson(hand).value()), FloatBits(f)) << hand;
+    EXPECT_LE(SignificantDigits(hand), 9u) << hand;
+  }
+  EXPECT_LT(long_ones, values.size() / 100);
+  EXPECT_TRUE(FloatJson(-INFINITY).is_null());
+  std::string inf;
+  AppendFloatJson(-INFINITY, &inf);
+  EXPECT_EQ(inf, "null");
+  EXPECT_EQ(DumpJson(FloatJson(-1.5f)), "-1.5");
+  EXPECT_EQ(DumpJson(FloatJson(0.1f)), "0.1");
+}
+
+constexpr int kScoreSeed = 4242;
+
+TEST_F(OpenAiServerTest, ScoreEqualsGenerationBitwise) {
+  const std::vector<int32_t> prompt = Encode(kChatPrompt);
+  auto [status, generated] = Post("/v1/completions", {{"model", kModelName},
+                                                      {"prompt", prompt},
+                                                      {"max_tokens", 32},
+                                                      {"temperature", 0.8},
+                                                      {"seed", kScoreSeed},
+                                                      {"ignore_eos", true},
+                                                      {"logprobs", 3},
+                                                      {"return_token_ids", true}});
+  ASSERT_EQ(status, 200) << generated.dump();
+  const Json& choice = generated["choices"][0];
+  const std::vector<int32_t> ids = choice["token_ids"].get<std::vector<int32_t>>();
+  const Json& generated_lp = choice["logprobs"]["token_logprobs"];
+  ASSERT_EQ(ids.size(), 32u);
+  ASSERT_EQ(generated_lp.size(), ids.size());
+
+  auto [score_status, score] = Post("/v1/score", {{"model", kModelName},
+                                                  {"prompt_token_ids", prompt},
+                                                  {"token_ids", ids},
+                                                  {"temperature", 0.8},
+                                                  {"top_logprobs", 3}});
+  ASSERT_EQ(score_status, 200) << score.dump();
+  EXPECT_EQ(score["model"], kModelName);
+  ASSERT_EQ(score["logprobs"].size(), ids.size());
+  ASSERT_EQ(score["top_logprobs"].size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(FloatBits(score["logprobs"][i]), FloatBits(generated_lp[i]))
+        << "token " << i << ": scored " << score["logprobs"][i] << ", generated " << generated_lp[i];
+    const Json& top = score["top_logprobs"][i];
+    ASSERT_EQ(top.size(), 3u);
+    EXPECT_GE(top[0]["logprob"].get<double>(), top[1]["logprob"].get<double>());
+    EXPECT_GE(top[0]["logprob"].get<double>(), score["logprobs"][i].get<double>());
+    // The same alternatives generation reported (by text; ids may share one).
+    for (const Json& alt : top) {
+      const std::string text = LogprobTokenString(*tokenizer_, alt["token_id"].get<int32_t>());
+      ASSERT_TRUE(choice["logprobs"]["top_logprobs"][i].contains(text)) << text;
+    }
+  }
+  EXPECT_EQ(score["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(score["usage"]["scored_tokens"], ids.size());
+  EXPECT_EQ(score["usage"]["total_tokens"], prompt.size() + ids.size());
+
+  // Split elsewhere (the prompt's blocks now come from the prefix cache):
+  // the same bits for the tokens scored.
+  std::vector<int32_t> longer = prompt;
+  longer.insert(longer.end(), ids.begin(), ids.begin() + 10);
+  auto [tail_status, tail] = Post("/v1/score", {{"model", kModelName},
+                                                {"prompt_token_ids", longer},
+                                                {"token_ids", std::vector<int32_t>(ids.begin() + 10, ids.end())},
+                                                {"temperature", 0.8}});
+  ASSERT_EQ(tail_status, 200) << tail.dump();
+  EXPECT_FALSE(tail.contains("top_logprobs"));
+  ASSERT_EQ(tail["logprobs"].size(), ids.size() - 10);
+  for (size_t i = 10; i < ids.size(); ++i) {
+    EXPECT_EQ(FloatBits(tail["logprobs"][i - 10]), FloatBits(generated_lp[i])) << "token " << i;
+  }
+}
+
+TEST_F(OpenAiServerTest, ScoreFullVocabIsLittleEndianFloat32Rows) {
+  const std::vector<int32_t> prompt = Encode(kChatPrompt);
+  const std::vector<int32_t> ids = Encode("The answer is 5.");
+  ASSERT_GE(ids.size(), 3u);
+  const int64_t vocab = model_->config().vocab_size;
+  auto [status, json] = Post("/v1/score", {{"model", kModelName}, {"prompt_token_ids", prompt}, {"token_ids", ids},
+                                           {"temperature", 0.7}});
+  ASSERT_EQ(status, 200) << json.dump();
+  // The JSON body prints each logprob in its shortest float32 digits.
+  const Json json_body = {{"model", kModelName}, {"prompt_token_ids", prompt}, {"token_ids", ids}, {"temperature", 0.7}};
+  Result<HttpResponse> raw = Client(*server_).Post("/v1/score", DumpJson(json_body), "application/json");
+  ASSERT_TRUE(raw.ok());
+  const size_t open = raw->body.find("\"logprobs\":[");
+  ASSERT_NE(open, std::string::npos) << raw->body;
+  const std::string list = raw->body.substr(open + 12, raw->body.find(']', open) - open - 12);
+  size_t items = 0;
+  for (size_t pos = 0; pos <= list.size(); ++items) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    EXPECT_LE(SignificantDigits(list.substr(pos, comma - pos)), 9u) << list;
+    pos = comma + 1;
+  }
+  EXPECT_EQ(items, ids.size()) << list;
+
+  const Json body = {{"model", kModelName}, {"prompt_token_ids", prompt}, {"token_ids", ids},
+                     {"temperature", 0.7},  {"full_vocab", true},         {"format", "f32"}};
+  Result<HttpResponse> reply = Client(*server_).Post("/v1/score", DumpJson(body), "application/json");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  EXPECT_EQ(reply->content_type, "application/octet-stream");
+  EXPECT_EQ(reply->Header("x-flashroll-vocab-size"), std::to_string(vocab));
+  EXPECT_EQ(reply->Header("x-flashroll-rows"), std::to_string(ids.size()));
+  ASSERT_EQ(reply->body.size(), ids.size() * static_cast<size_t>(vocab) * 4);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::vector<float> row(static_cast<size_t>(vocab));
+    std::memcpy(row.data(), reply->body.data() + i * row.size() * 4, row.size() * 4);  // little-endian host
+    double sum = 0;
+    for (float lp : row) {
+      EXPECT_LE(lp, 0.0f);
+      sum += std::exp(static_cast<double>(lp));
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-4) << "row " << i;
+    EXPECT_EQ(FloatBits(row[static_cast<size_t>(ids[i])]), FloatBits(json["logprobs"][i])) << "row " << i;
+  }
+}
+
+// The SSE events' JSON objects in a raw chunked HTTP reply.
+std::vector<Json> StreamChunks(const std::string& raw) {
+  std::vector<Json> out;
+  for (const std::string& data : SseData(raw)) {
+    if (data == "[DONE]") break;
+    Result<Json> j = ParseJson(data);
+    if (j.ok()) out.push_back(*j);
+  }
+  return out;
+}
+
+TEST_F(OpenAiServerTest, PausedStreamResumesAsIfNeverPaused) {
+  ASSERT_TRUE(WaitIdle(std::chrono::seconds(10)));
+  const Json body = {{"model", kModelName}, {"prompt", kChatPrompt}, {"max_tokens", 160}, {"temperature", 1.0},
+                     {"seed", 31},          {"ignore_eos", true},    {"logprobs", 0},     {"return_token_ids", true}};
+  auto [status, whole] = Post("/v1/completions", body);
+  ASSERT_EQ(status, 200) << whole.dump();
+  const std::vector<int32_t> expected_ids = whole["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  const Json& expected_lp = whole["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(expected_ids.size(), 160u);
+  // A finished choice's sequence is gone.
+  const std::string finished_id = whole["choices"][0]["sequence_id"];
+  EXPECT_EQ(Client(*server_).Get("/v1/sequences/" + finished_id)->status, 404);
+
+  Json stream_body = body;
+  stream_body["stream"] = true;
+  RawConnection connection(server_->port());
+  ASSERT_TRUE(connection.connected());
+  ASSERT_TRUE(connection.Send(PostRequest("/v1/completions", DumpJson(stream_body))));
+  const std::string head = connection.ReadUntilCount("\"sequence_id\"", 3);
+  ASSERT_NE(head.find("200 OK"), std::string::npos) << head;
+  std::vector<Json> chunks = StreamChunks(head);
+  ASSERT_FALSE(chunks.empty()) << head;
+  const Json id_json = chunks[0]["choices"][0]["sequence_id"];
+  ASSERT_TRUE(id_json.is_string()) << chunks[0].dump();
+  const std::string id = id_json;
+  const std::string path = "/v1/sequences/" + id;
+
+  HttpClient client = Client(*server_);
+  Result<HttpResponse> paused = client.Post(path + "/pause", "", "application/json");
+  ASSERT_TRUE(paused.ok());
+  ASSERT_EQ(paused->status, 200) << paused->body;
+  Json info = ParseJson(paused->body).value();
+  EXPECT_EQ(info["id"], id);
+  EXPECT_EQ(info["object"], "sequence");
+  EXPECT_EQ(info["state"], "paused");
+  EXPECT_GT(info["generated_tokens"].get<int64_t>(), 0);
+  EXPECT_LT(info["generated_tokens"].get<int64_t>(), 160);
+  EXPECT_EQ(info["prompt_tokens"], Encode(kChatPrompt).size());
+  EXPECT_GT(info["kv_blocks"].get<int64_t>(), 0);
+  // Nothing moves while paused.
+  std::this_thread::sleep_for(milliseconds(150));
+  Result<Json> later = client.GetJson(path);
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_EQ((*later)["state"], "paused");
+  EXPECT_EQ((*later)["generated_tokens"], info["generated_tokens"]);
+  EXPECT_EQ((*later)["kv_blocks"], info["kv_blocks"]);
+  Result<HttpResponse> again = client.Post(path + "/pause", "", "application/json");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status, 409) << again->body;
+  EXPECT_EQ(ParseJson(again->body).value()["error"]["code"], "sequence_state_conflict");
+
+  Result<HttpResponse> resumed = client.Post(path + "/resume", "", "application/json");
+  ASSERT_TRUE(resumed.ok());
+  ASSERT_EQ(resumed->status, 200) << resumed->body;
+  const std::string state = ParseJson(resumed->body).value()["state"];
+  EXPECT_TRUE(state == "running" || state == "waiting") << state;
+  Result<HttpResponse> resumed_again = client.Post(path + "/resume", "", "application/json");
+  ASSERT_TRUE(resumed_again.ok());
+  // 409 while it runs (404 if it has finished already).
+  EXPECT_TRUE(resumed_again->status == 409 || resumed_again->status == 404) << resumed_again->body;
+
+  const std::string all = connection.ReadUntil("data: [DONE]");
+  ASSERT_NE(all.find("data: [DONE]"), std::string::npos) << all.substr(all.size() > 2000 ? all.size() - 2000 : 0);
+  std::vector<int32_t> ids;
+  std::vector<uint32_t> bits;
+  for (const Json& chunk : StreamChunks(all)) {
+    for (const Json& c : chunk["choices"]) {
+      EXPECT_EQ(c["sequence_id"], id);
+      for (const Json& t : c["token_ids"]) ids.push_back(t.get<int32_t>());
+      for (const Json& lp : c["logprobs"]["token_logprobs"]) bits.push_back(FloatBits(lp));
+    }
+  }
+  EXPECT_EQ(ids, expected_ids);
+  ASSERT_EQ(bits.size(), expected_lp.size());
+  for (size_t i = 0; i < bits.size(); ++i) EXPECT_EQ(bits[i], FloatBits(expected_lp[i])) << "token " << i;
+  EXPECT_EQ(client.Get(path)->status, 404);
+}
+
+TEST_F(OpenAiServerTest, SequenceRoutesAnswer404ForUnknownAnd401WithoutTheKey) {
+  HttpClient client = Client(*server_);
+  for (const std::string id : {"999999999", "abc", "0", "-1", "123456789012345678901234"}) {
+    Result<HttpResponse> get = client.Get("/v1/sequences/" + id);
+    ASSERT_TRUE(get.ok());
+    EXPECT_EQ(get->status, 404) << id << " " << get->body;
+    EXPECT_EQ(ParseJson(get->body).value()["error"]["code"], "sequence_not_found") << get->body;
+    for (const char* action : {"/pause", "/resume"}) {
+      Result<HttpResponse> post = client.Post("/v1/sequences/" + id + action, "", "application/json");
+      ASSERT_TRUE(post.ok());
+      EXPECT_EQ(post->status, 404) << id << action << " " << post->body;
+    }
+  }
+  // Both choices carry their own sequence_id, in a whole reply and in a stream.
+  auto [status, reply] = Post("/v1/chat/completions",
+                              {{"model", kModelName},
+                               {"messages", Json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                               {"max_tokens", 3},
+                               {"n", 2}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  ASSERT_TRUE(reply["choices"][0]["sequence_id"].is_string()) << reply.dump();
+  EXPECT_NE(reply["choices"][0]["sequence_id"], reply["choices"][1]["sequence_id"]);
+  EXPECT_EQ(client.Get("/v1/sequences/" + reply["choices"][1]["sequence_id"].get<std::string>())->status, 404);
+
+  std::unique_ptr<OpenAiServer> secured = StartServer("k3y");
+  ASSERT_NE(secured, nullptr);
+  EXPECT_EQ(Client(*secured).Get("/v1/sequences/1")->status, 401);
+  EXPECT_EQ(Client(*secured).Post("/v1/sequences/1/pause", "", "application/json")->status, 401);
+  EXPECT_EQ(Client(*secured, "wrong").Post("/v1/sequences/1/resume", "", "application/json")->status, 401);
+  EXPECT_EQ(Client(*secured, "k3y").Get("/v1/sequences/999999999")->status, 404);
+  const Json score = {{"model", kModelName}, {"prompt_token_ids", {1}}, {"token_ids", {2}}};
+  EXPECT_EQ(Client(*secured).Post("/v1/score", DumpJson(score), "application/json")->status, 401);
+  EXPECT_EQ(Client(*secured, "k3y").Post("/v1/score", DumpJson(score), "application/json")->status, 200);
+}
+
+TEST_F(OpenAiServerTest, ScoreErrorsName400sField) {
+  const std::vector<int32_t> prompt = Encode("hello");
+  const Json base = {{"model", kModelName}, {"prompt_token_ids", prompt}, {"token_ids", {5, 6, 7}}};
+  auto with = [&](const Json& fields) {
+    Json body = base;
+    for (auto it = fields.begin(); it != fields.end(); ++it) {
+      if (it->is_null()) {
+        body.erase(it.key());
+      } else {
+        body[it.key()] = *it;
+      }
+    }
+    return Post("/v1/score", body);
+  };
+  ExpectError(with({{"token_ids", nullptr}}), 400, "token_ids");
+  ExpectError(with({{"token_ids", Json::array()}}), 400, "token_ids");
+  ExpectError(with({{"token_ids", "abc"}}), 400, "token_ids");
+  ExpectError(with({{"token_ids", {5, -1}}}), 400, "token_ids");
+  ExpectError(with({{"prompt_token_ids", nullptr}}), 400, "prompt_token_ids");
+  ExpectError(with({{"prompt_token_ids", Json::array()}}), 400, "prompt_token_ids");
+  auto outside = with({{"token_ids", {5, 6, 999999}}});
+  ExpectError(outside, 400, "token_ids");
+  EXPECT_NE(outside.second["error"]["message"].get<std::string>().find("position 2"), std::string::npos)
+      << outside.second.dump();
+  auto prompt_outside = with({{"prompt_token_ids", {1, 999999}}});
+  ExpectError(prompt_outside, 400, "prompt_token_ids");
+  EXPECT_NE(prompt_outside.second["error"]["message"].get<std::string>().find("position 1"), std::string::npos);
+  ExpectError(with({{"temperature", 7}}), 400, "temperature");
+  ExpectError(with({{"temperature", -0.5}}), 400, "temperature");
+  ExpectError(with({{"temperature", "hot"}}), 400, "temperature");
+  ExpectError(with({{"top_logprobs", 21}}), 400, "top_logprobs");
+  ExpectError(with({{"top_logprobs", -1}}), 400, "top_logprobs");
+  ExpectError(with({{"format", "bf16"}}), 400, "format");
+  ExpectError(with({{"full_vocab", true}}), 400, "format");
+  ExpectError(with({{"format", "f32"}}), 400, "full_vocab");
+  ExpectError(with({{"format", "f32"}, {"full_vocab", true}, {"top_logprobs", 2}}), 400, "top_logprobs");
+  ExpectError(with({{"full_vocab", "yes"}}), 400, "full_vocab");
+  ExpectError(with({{"model", nullptr}}), 400, "model");
+  auto unknown = with({{"model", "gpt-4"}});
+  ExpectError(unknown, 404, "model");
+  EXPECT_EQ(unknown.second["error"]["code"], "model_not_found");
+  ExpectError(PostText("/v1/score", "{\"model\": "), 400, "");
+
+  const int64_t limit = engine_->max_model_len();
+  auto too_long = with({{"token_ids", std::vector<int32_t>(static_cast<size_t>(limit), 5)}});
+  ExpectError(too_long, 400, "token_ids");
+  EXPECT_EQ(too_long.second["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(too_long.second["error"]["message"].get<std::string>().find(std::to_string(limit)), std::string::npos);
+
+  // At the edge, on an engine with a short context (so the test stays fast):
+  // exactly the context fits, since the last token needs no room after it.
+  EngineOptions options;
+  options.threads = 2;
+  options.kv_memory_bytes = 8ll << 20;
+  options.max_model_len = 48;
+  std::unique_ptr<Engine> small = Engine::Start(*model_, tokenizer_, options).value();
+  OpenAiServerOptions server_options;
+  server_options.port = 0;
+  server_options.model_name = kModelName;
+  std::unique_ptr<OpenAiServer> server = OpenAiServer::Start(small.get(), tokenizer_, server_options).value();
+  auto score = [&](size_t scored) {
+    const Json body = {{"model", kModelName}, {"prompt_token_ids", prompt},
+                       {"token_ids", std::vector<int32_t>(scored, 5)}};
+    Result<HttpResponse> reply = Client(*server).Post("/v1/score", DumpJson(body), "application/json");
+    EXPECT_TRUE(reply.ok());
+    return std::make_pair(reply.ok() ? reply->status : 0, reply.ok() ? ParseJson(reply->body).value() : Json());
+  };
+  auto fits = score(48 - prompt.size());
+  ASSERT_EQ(fits.first, 200) << fits.second.dump();
+  EXPECT_EQ(fits.second["logprobs"].size(), 48 - prompt.size());
+  auto over = score(49 - prompt.size());
+  ExpectError(over, 400, "token_ids");
+  EXPECT_EQ(over.second["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(over.second["error"]["message"].get<std::string>().find("is 48 tokens"), std::string::npos)
+      << over.second.dump();
+  server->Stop();
 }
 
 }  // namespace

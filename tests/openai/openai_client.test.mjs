@@ -1,6 +1,7 @@
 // `flashroll serve` driven by the official openai npm client (4.x), over
 // the shipped default model: completions (text, token ids,
-// return_token_ids), chat, streaming, n, logprobs, tools, seeds and errors.
+// return_token_ids), chat, streaming, n, logprobs, tools, seeds, errors, and
+// the extensions seen through fetch (sequence_id, /v1/sequences, /v1/score).
 //
 // Run by ctest from the repository root with FLASHROLL_BIN set to the
 // built binary; `npm ci` in tests/openai installs the client
@@ -294,6 +295,28 @@ test('errors are APIErrors with OpenAI status, param and code', async () => {
   );
   const stranger = new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(stranger.models.list(), (err) => err instanceof OpenAI.AuthenticationError && err.status === 401);
+});
+
+test('choices carry sequence_id; /v1/score gives back the logprobs generation recorded', async () => {
+  const promptIds = [1, 2, 3, 4, 5];
+  const r = await client.completions.create({
+    model: MODEL_NAME, prompt: promptIds, max_tokens: 8, temperature: 0.8, seed: 7, ignore_eos: true, logprobs: 0,
+    return_token_ids: true,
+  });
+  const choice = r.choices[0];
+  assert.match(choice.sequence_id, /^[0-9]+$/, JSON.stringify(choice));
+  const headers = { Authorization: `Bearer ${API_KEY}`, 'Content-Type': 'application/json' };
+  // The choice has finished, so its sequence is gone.
+  const gone = await fetch(`${baseURL}/v1/sequences/${choice.sequence_id}`, { headers });
+  assert.equal(gone.status, 404);
+  const scored = await fetch(`${baseURL}/v1/score`, {
+    method: 'POST', headers,
+    body: JSON.stringify({ model: MODEL_NAME, prompt_token_ids: promptIds, token_ids: choice.token_ids, temperature: 0.8 }),
+  });
+  assert.equal(scored.status, 200);
+  const { logprobs } = await scored.json();
+  // float32 bits: the same after rounding each double to float32.
+  assert.deepEqual(logprobs.map(Math.fround), choice.logprobs.token_logprobs.map(Math.fround));
 });
 
 test('health and metrics need no key', async () => {
