@@ -862,13 +862,13 @@ std::vector<Json> StreamChunks(const std::string& raw) {
 
 TEST_F(OpenAiServerTest, PausedStreamResumesAsIfNeverPaused) {
   ASSERT_TRUE(WaitIdle(std::chrono::seconds(10)));
-  const Json body = {{"model", kModelName}, {"prompt", kChatPrompt}, {"max_tokens", 160}, {"temperature", 1.0},
+  const Json body = {{"model", kModelName}, {"prompt", kChatPrompt}, {"max_tokens", 320}, {"temperature", 1.0},
                      {"seed", 31},          {"ignore_eos", true},    {"logprobs", 0},     {"return_token_ids", true}};
   auto [status, whole] = Post("/v1/completions", body);
   ASSERT_EQ(status, 200) << whole.dump();
   const std::vector<int32_t> expected_ids = whole["choices"][0]["token_ids"].get<std::vector<int32_t>>();
   const Json& expected_lp = whole["choices"][0]["logprobs"]["token_logprobs"];
-  ASSERT_EQ(expected_ids.size(), 160u);
+  ASSERT_EQ(expected_ids.size(), 320u);
   // A finished choice's sequence is gone.
   const std::string finished_id = whole["choices"][0]["sequence_id"];
   EXPECT_EQ(Client(*server_).Get("/v1/sequences/" + finished_id)->status, 404);
@@ -896,7 +896,7 @@ TEST_F(OpenAiServerTest, PausedStreamResumesAsIfNeverPaused) {
   EXPECT_EQ(info["object"], "sequence");
   EXPECT_EQ(info["state"], "paused");
   EXPECT_GT(info["generated_tokens"].get<int64_t>(), 0);
-  EXPECT_LT(info["generated_tokens"].get<int64_t>(), 160);
+  EXPECT_LT(info["generated_tokens"].get<int64_t>(), 320);
   EXPECT_EQ(info["prompt_tokens"], Encode(kChatPrompt).size());
   EXPECT_GT(info["kv_blocks"].get<int64_t>(), 0);
   // Nothing moves while paused.
