@@ -392,10 +392,34 @@ __m512 LoadKv16(const uint8_t* p, bool bf16) {
   return _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 
-// One split of attention for a group of query heads (kernel_table.h). Per
-// KV block: the scores of its keys for every head of the group (16 keys to a
-// register), the block max, one rescale of the running state, then the
-// values, each loaded once and applied to every head. head_dim % 16 == 0.
+// The 16 horizontal sums of v[0..15] as one register: lane j = sum of v[j].
+// A transpose-and-add tree (45 shuffles and adds) instead of 16 separate
+// horizontal sums; the order of additions is fixed.
+__m512 SumEach16(__m512 v[16]) {
+  __m512 x[8];
+  for (int i = 0; i < 8; ++i) {
+    x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  __m512 y[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(x[2 * i]);
+    const __m512d b = _mm512_castps_pd(x[2 * i + 1]);
+    y[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  __m512 z[2];
+  for (int i = 0; i < 2; ++i) {
+    z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0xdd));
+  }
+  return _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xdd));
+}
+
+// One split of attention for a group of query heads (kernel_table.h). Keys
+// go 16 at a time (within a block): for each head of the group, the 16 q.k
+// products are summed into one register of scores, the running state is
+// rescaled once, and the values are accumulated into that head's output
+// with one load and store of each accumulator per 16 keys. The order of
+// every sum depends only on the key positions. head_dim % 16 == 0.
 void AttendSplit(const AttendSplitArgs& a) {
   const int64_t hd = a.head_dim;
   const int64_t vecs = hd / 16;
@@ -407,56 +431,46 @@ void AttendSplit(const AttendSplitArgs& a) {
     a.l[g] = 0;
     for (int64_t d = 0; d < hd; ++d) a.acc[g * hd + d] = 0;
   }
-  alignas(64) float scores[16][256];  // [head of group][key of block]
+  alignas(64) float probs[16];
   for (int64_t key = a.key_begin; key < a.key_end;) {
     const int64_t block = a.block_table[key / a.block_size];
     const int64_t first = key % a.block_size;
-    const int64_t count = a.block_size - first < a.key_end - key ? a.block_size - first : a.key_end - key;
+    const int64_t in_block = a.block_size - first < a.key_end - key ? a.block_size - first : a.key_end - key;
+    const int64_t count = in_block < 16 ? in_block : 16;
     const uint8_t* kb = a.k_base + block * a.half_block_bytes + (a.kv_head * a.block_size + first) * row_bytes;
     const uint8_t* vb = a.v_base + block * a.half_block_bytes + (a.kv_head * a.block_size + first) * row_bytes;
-    for (int64_t j = 0; j < count; ++j) {
-      const uint8_t* krow = kb + j * row_bytes;
-      for (int64_t g = 0; g < group; ++g) {
-        const float* q = a.q + g * hd;
+    const __mmask16 live = count >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(count);
+    for (int64_t g = 0; g < group; ++g) {
+      const float* q = a.q + g * hd;
+      __m512 part[16];
+      for (int64_t j = 0; j < 16; ++j) {
+        if (j >= count) {
+          part[j] = _mm512_setzero_ps();
+          continue;
+        }
+        const uint8_t* krow = kb + j * row_bytes;
         __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), LoadKv16(krow, a.bf16));
         for (int64_t v = 1; v < vecs; ++v) {
           acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + v * 16), LoadKv16(krow + v * 16 * elem, a.bf16), acc);
         }
-        scores[g][j] = _mm512_reduce_add_ps(acc) * a.scale;
+        part[j] = acc;
       }
-    }
-    for (int64_t g = 0; g < group; ++g) {
-      float* s = scores[g];
-      __m512 vmax = _mm512_set1_ps(-1e30f);
-      for (int64_t j = 0; j < count; j += 16) {
-        const __mmask16 m = count - j >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(count - j);
-        vmax = _mm512_mask_max_ps(vmax, m, vmax, _mm512_maskz_loadu_ps(m, s + j));
-      }
-      const float block_max = _mm512_reduce_max_ps(vmax);
+      const __m512 scores = _mm512_mul_ps(SumEach16(part), _mm512_set1_ps(a.scale));
+      const float block_max = _mm512_mask_reduce_max_ps(live, scores);
       const float m_new = a.m[g] > block_max ? a.m[g] : block_max;
-      const __m512 vm = _mm512_set1_ps(m_new);
-      __m512 vsum = _mm512_setzero_ps();
-      for (int64_t j = 0; j < count; j += 16) {
-        const __mmask16 m = count - j >= 16 ? static_cast<__mmask16>(0xffff) : TailMask(count - j);
-        const __m512 p = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vm)));
-        _mm512_mask_storeu_ps(s + j, m, p);
-        vsum = _mm512_add_ps(vsum, p);
-      }
+      const __m512 p = _mm512_maskz_mov_ps(live, Exp(_mm512_sub_ps(scores, _mm512_set1_ps(m_new))));
       const float corr = _mm512_cvtss_f32(Exp(_mm512_set1_ps(a.m[g] - m_new)));
-      a.l[g] = a.l[g] * corr + _mm512_reduce_add_ps(vsum);
+      a.l[g] = a.l[g] * corr + _mm512_reduce_add_ps(p);
       a.m[g] = m_new;
+      _mm512_store_ps(probs, p);
       const __m512 vc = _mm512_set1_ps(corr);
-      float* acc = a.acc + g * hd;
-      for (int64_t v = 0; v < vecs; ++v) _mm512_storeu_ps(acc + v * 16, _mm512_mul_ps(_mm512_loadu_ps(acc + v * 16), vc));
-    }
-    for (int64_t j = 0; j < count; ++j) {
-      const uint8_t* vrow = vb + j * row_bytes;
+      float* out = a.acc + g * hd;
       for (int64_t v = 0; v < vecs; ++v) {
-        const __m512 val = LoadKv16(vrow + v * 16 * elem, a.bf16);
-        for (int64_t g = 0; g < group; ++g) {
-          float* acc = a.acc + g * hd + v * 16;
-          _mm512_storeu_ps(acc, _mm512_fmadd_ps(_mm512_set1_ps(scores[g][j]), val, _mm512_loadu_ps(acc)));
+        __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(out + v * 16), vc);
+        for (int64_t j = 0; j < count; ++j) {
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(probs[j]), LoadKv16(vb + j * row_bytes + v * 16 * elem, a.bf16), acc);
         }
+        _mm512_storeu_ps(out + v * 16, acc);
       }
     }
     key += count;
