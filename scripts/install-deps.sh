@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
   libseccomp-dev libarchive-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev
   busybox-static iproute2 crun runc bubblewrap
+  python3-numpy
 )
 
 missing=()
