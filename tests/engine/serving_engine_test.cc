@@ -236,6 +236,10 @@ TEST(ServingEngineTest, CancelFreesBlocksAtOnce) {
   auto stream = engine->Submit(Sampled(Prompt(8, 100), 3000, 1));
   ASSERT_TRUE(stream.ok());
   ASSERT_TRUE((*stream)->Next().has_value());
+  // Stats are published after the step that sent the token: wait for them.
+  for (int i = 0; i < 400 && engine->Stats().kv_blocks_used == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_GT(engine->Stats().kv_blocks_used, 0);
   stream->reset();  // the consumer goes away
   WaitForBlocksUsed(engine.get(), 0);
