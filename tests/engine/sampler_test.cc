@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -648,69 +647,6 @@ TEST(Sampler, TopLogprobsDescendTiesToTheLowerId) {
   EXPECT_NEAR(warm.top[0].logprob, RefLogSoftmax(logits, 2.0)[4], 1e-6);
   p.top_logprobs = 0;
   EXPECT_TRUE(sampler.Sample(logits.data(), p, {}, {}, 0, 0).top.empty());
-}
-
-// ---- cost ------------------------------------------------------------------
-
-double ThreadCpuMicros() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
-}
-
-// Not a benchmark: prints the cost of one call on a SmolLM-sized vocabulary so
-// the test log records it (thread CPU time, which a busy machine distorts
-// less than wall time). Two rows: "peaked", a few tokens far above a N(0, 1.5)
-// bulk, as language models mostly give (a top-p 0.9 nucleus of a few
-// tokens), and "flat", N(0, 2) with 20 raised tokens (a nucleus of ~11,000).
-TEST(Sampler, ReportsCostPerCallOnA49kVocabulary) {
-  constexpr int64_t kVocab = 49152;
-  std::vector<float> peaked = RandomLogits(12, kVocab, 1.5f);
-  for (int i = 0; i < 8; ++i) peaked[static_cast<size_t>(i * 4099 + 17)] += 14.0f - 1.0f * static_cast<float>(i);
-  std::vector<float> flat = RandomLogits(11, kVocab, 2.0f);
-  for (int i = 0; i < 20; ++i) flat[static_cast<size_t>(i * 2003)] += 10.0f - 0.5f * static_cast<float>(i);
-  std::vector<int32_t> history;
-  for (int i = 0; i < 1000; ++i) history.push_back((i * 7919) % static_cast<int32_t>(kVocab));
-  Sampler sampler(kVocab);
-  struct Mode {
-    const char* name;
-    SamplingParams params;
-    bool with_history = false;
-  };
-  std::vector<Mode> modes(6);
-  modes[0].name = "greedy";
-  modes[0].params.temperature = 0;
-  modes[1].name = "temperature 0.8";
-  modes[1].params.temperature = 0.8;
-  modes[2].name = "top_p 0.9";
-  modes[2].params.top_p = 0.9;
-  modes[3].name = "top_k 50";
-  modes[3].params.top_k = 50;
-  modes[4].name = "min_p 0.05";
-  modes[4].params.min_p = 0.05;
-  modes[5].name = "top_p 0.9, penalties over 1000 tokens";
-  modes[5].params.top_p = 0.9;
-  modes[5].params.repetition_penalty = 1.1;
-  modes[5].params.presence_penalty = 0.5;
-  modes[5].with_history = true;
-  constexpr int kCalls = 10;
-  for (const auto& [row_name, row] : {std::pair<const char*, const std::vector<float>*>{"peaked", &peaked},
-                                      std::pair<const char*, const std::vector<float>*>{"flat", &flat}}) {
-    for (const Mode& m : modes) {
-      const std::span<const int32_t> h = m.with_history ? std::span<const int32_t>(history) : std::span<const int32_t>();
-      int64_t sum = sampler.Sample(row->data(), m.params, h, h, 0, 0).token;  // warm-up
-      const double start = ThreadCpuMicros();
-      for (int t = 0; t < kCalls; ++t) sum += sampler.Sample(row->data(), m.params, h, h, 0, static_cast<uint64_t>(t)).token;
-      const double us = (ThreadCpuMicros() - start) / kCalls;
-      std::printf("[ sampler  ] vocab %lld, %s, %s: %.1f us of thread CPU time per Sample (token sum %lld)\n",
-                  static_cast<long long>(kVocab), row_name, m.name, us, static_cast<long long>(sum));
-    }
-  }
-  SamplingParams nucleus;
-  nucleus.top_p = 0.9;
-  std::printf("[ sampler  ] top_p 0.9 nucleus: peaked %zu tokens, flat %zu tokens\n",
-              sampler.TEST_KeptTokens(peaked.data(), nucleus, {}, {}).size(),
-              sampler.TEST_KeptTokens(flat.data(), nucleus, {}, {}).size());
 }
 
 }  // namespace
