@@ -41,7 +41,7 @@ void AttendSplitPortable(const AttendSplitArgs& a) {
     const uint8_t* vb = a.v_base + block * a.half_block_bytes + (a.kv_head * a.block_size + first) * hd * elem;
     for (int64_t g = 0; g < a.group; ++g) {
       const float* q = a.q + g * hd;
-      float scores[256];
+      float scores[256];  // block_size <= 256: Engine::Start refuses larger blocks
       float block_max = -1e30f;
       for (int64_t j = 0; j < count; ++j) {
         float s = 0;
@@ -91,8 +91,7 @@ void PagedAttention(const PagedAttentionArgs& args, AttentionScratch* s) {
   s->partial_acc.resize(static_cast<size_t>(tasks * q_dim));
 
   const auto& table = internal::ActiveKernels();
-  const bool vector_path = table.attend_split != nullptr && hd % 16 == 0 && group <= 16 &&
-                           args.block_size <= 256;
+  const bool vector_path = table.attend_split != nullptr && hd % 16 == 0;
   const auto attend = vector_path ? table.attend_split : AttendSplitPortable;
   ParallelFor(tasks * args.num_kv_heads, [&](int64_t unit) {
     const int64_t t = unit / args.num_kv_heads;

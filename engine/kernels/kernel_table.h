@@ -85,7 +85,7 @@ struct KernelTable {
   void (*softmax)(float* x, int64_t n);
   void (*rope_neox)(float* x, int64_t heads, int64_t head_dim, const float* cos, const float* sin);
   // Null where the path has no vector kernel (attention.cc's portable one
-  // runs). Requires head_dim % 16 == 0, group <= 16, block_size <= 256.
+  // runs). Requires head_dim % 16 == 0.
   void (*attend_split)(const AttendSplitArgs& args);
 };
 
