@@ -524,20 +524,18 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
                                        std::to_string(s.vocab));
       }
     }
-    request.max_tokens = scored;  // for the limits below: the same room as generating them
   }
-  if (prompt + request.max_tokens > s.max_model_len) {
-    return Status::InvalidArgument("prompt of " + std::to_string(prompt) + " tokens + max_tokens " +
-                                   std::to_string(request.max_tokens) + " exceeds the context of " +
-                                   std::to_string(s.max_model_len) + " tokens");
+  // Scored tokens take the room generated ones would.
+  const int64_t extra = scored > 0 ? scored : request.max_tokens;
+  const std::string asked = "prompt of " + std::to_string(prompt) + " tokens + " +
+                            (scored > 0 ? "token_ids " : "max_tokens ") + std::to_string(extra);
+  if (prompt + extra > s.max_model_len) {
+    return Status::InvalidArgument(asked + " exceeds the context of " + std::to_string(s.max_model_len) + " tokens");
   }
   const int64_t pool_tokens = s.blocks->num_blocks() * s.options.block_size;
-  if (prompt + request.max_tokens > pool_tokens) {
-    return Status::InvalidArgument("prompt of " + std::to_string(prompt) + " tokens + max_tokens " +
-                                   std::to_string(request.max_tokens) + " exceeds the KV cache of " +
-                                   std::to_string(pool_tokens) + " tokens");
+  if (prompt + extra > pool_tokens) {
+    return Status::InvalidArgument(asked + " exceeds the KV cache of " + std::to_string(pool_tokens) + " tokens");
   }
-  if (scored > 0) request.max_tokens = 0;
   auto req = std::make_unique<Request>();
   req->params = std::move(request);
   std::shared_ptr<RequestStream> stream;
