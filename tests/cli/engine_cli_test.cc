@@ -224,4 +224,23 @@ TEST(EngineCliTest, BadTokensExit2) {
   EXPECT_NE(r.output.find("token 300 at position 1"), std::string::npos) << r.output;
 }
 
+TEST(EngineCliTest, BenchDecodePrintsBothRates) {
+  CommandResult r = Flashroll(
+      "bench decode --model tests/data/parity/qwen3 --threads 1 --context 8 --gen 4 --prefill-tokens 16 --repeats 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json out = Json::parse(r.output);
+  EXPECT_GT(out["tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(out["prefill_tokens_per_s"].get<double>(), 0);
+  r = Flashroll("bench decode --model tests/data/parity/qwen3 --gen 1 --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+}
+
+TEST(EngineCliTest, ServeWithAMissingModelExits2NamingThePath) {
+  CommandResult r = Flashroll("serve --model /nonexistent/flashroll-model --port 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/flashroll-model"), std::string::npos) << r.output;
+}
+
 }  // namespace

@@ -148,6 +148,7 @@ TEST_P(EngineRlTest, PausedSequenceResumesBitwiseAsIfNeverPaused) {
     auto e = (*stream)->Next();
     ASSERT_TRUE(e && e->has_token);
     id = e->sequence_id;
+    ASSERT_NE(id, 0u);  // 0 means "no sequence yet"
     resumed.tokens.push_back(e->token.token);
     resumed.samples.push_back(e->token);
   }
@@ -177,6 +178,7 @@ TEST_P(EngineRlTest, PausedSequenceResumesBitwiseAsIfNeverPaused) {
   }
   EXPECT_EQ(engine->Pause(id).code(), Code::kNotFound);  // finished
   EXPECT_EQ(engine->GetSequence(424242).status().code(), Code::kNotFound);
+  EXPECT_EQ(engine->Resume(424242).code(), Code::kNotFound);
 }
 
 TEST_P(EngineRlTest, ScoringRequestsAreValidated) {
@@ -253,6 +255,7 @@ TEST_P(EngineRlTest, RefusesWeightsOfAnotherShapeOrAnOlderVersion) {
   // The two shipped models differ first in model_type (qwen3 vs qwen3_moe).
   EXPECT_NE(st.message().find("config.json: model_type: "), std::string::npos) << st.ToString();
   EXPECT_EQ(engine->weight_version(), 0);
+  EXPECT_EQ(engine->SwapWeights(nullptr, 6).code(), Code::kInvalidArgument);
   auto same = Model::Load(std::string("models/") + GetParam());
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(engine->SwapWeights(std::move(*same), 0).code(), Code::kFailedPrecondition);
