@@ -1,6 +1,7 @@
 #include "rollout/episode.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace flashroll {
 namespace {
@@ -14,10 +15,52 @@ void AppendText(const engine::Tokenizer& tokenizer, const std::string& markup, E
   tokenizer.EncodeAppend(markup, /*parse_special=*/!content, &episode->tokens);
   episode->sampled.resize(episode->tokens.size(), 0);
   episode->logprobs.resize(episode->tokens.size(), 0.0f);
+  episode->versions.resize(episode->tokens.size(), -1);
 }
 
-int64_t CountTokens(const engine::Tokenizer& tokenizer, const std::string& text) {
-  return static_cast<int64_t>(tokenizer.Encode(text, false).size());
+// The sampled tokens of `message` whose bytes fall inside its first
+// <think>...</think> (a token straddling a tag counts when any of its bytes
+// is reasoning).
+int64_t CountReasoningTokens(const engine::Tokenizer& tokenizer, const std::vector<int32_t>& message) {
+  std::string bytes;
+  std::vector<size_t> ends;
+  for (int32_t id : message) {
+    bytes += tokenizer.TokenBytes(id);
+    ends.push_back(bytes.size());
+  }
+  const size_t open = bytes.find("<think>");
+  if (open == std::string::npos) return 0;
+  const size_t begin = open + 7;
+  const size_t close = bytes.find("</think>", begin);
+  const size_t end = close == std::string::npos ? bytes.size() : close;
+  int64_t count = 0;
+  size_t start = 0;
+  for (size_t e : ends) {
+    if (start < end && e > begin) ++count;
+    start = e;
+  }
+  return count;
+}
+
+int64_t MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+int64_t Episode::reasoning_tokens() const {
+  int64_t total = 0;
+  for (const EpisodeTurn& t : turns) total += t.reasoning_tokens;
+  return total;
+}
+
+namespace {
+
+// Why the episode must stop now, if it must.
+std::optional<std::string> Interrupted(const EpisodeOptions& options) {
+  if (options.cancel && options.cancel->load()) return "cancelled";
+  if (std::chrono::steady_clock::now() >= options.deadline) return "deadline";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -43,9 +86,16 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
   }
 
   for (int turn_index = 0; turn_index < options.max_turns; ++turn_index) {
+    if (auto why = Interrupted(options)) {
+      episode.stop_reason = *why;
+      break;
+    }
     // Generate one assistant message, up to and including <|im_end|>.
     std::vector<int32_t> message;
     bool closed = false;
+    EpisodeTurn turn;
+    turn.token_begin = static_cast<int64_t>(episode.tokens.size());
+    const auto generate_start = std::chrono::steady_clock::now();
     const int64_t budget = std::min(options.max_tokens, engine.max_model_len()) -
                            static_cast<int64_t>(episode.tokens.size());
     if (budget > 0) {
@@ -57,23 +107,46 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
       request.sampling.temperature = options.temperature;
       // Each turn draws from its own stream of the episode's seed.
       request.sampling.seed = options.seed * 1'000'003ull + static_cast<uint64_t>(turn_index);
-      auto choices = engine.Generate(std::move(request));
-      if (!choices.ok()) return choices.status().Wrap("episode " + task.id);
-      const engine::Choice& choice = (*choices)[0];
-      if (choice.finish == engine::FinishReason::kAbort) return Status::Unavailable("episode " + task.id + ": the engine stopped");
-      for (const engine::SampledToken& t : choice.samples) {
-        episode.tokens.push_back(t.token);
-        episode.sampled.push_back(1);
-        episode.logprobs.push_back(t.logprob);
-        if (std::find(stops.begin(), stops.end(), t.token) != stops.end()) {
-          closed = true;
-          break;
+      auto stream = engine.Submit(std::move(request));
+      if (!stream.ok()) return stream.status().Wrap("episode " + task.id);
+      // Polled, so a deadline or a cancel ends the request between tokens.
+      std::optional<std::string> interrupted;
+      while (true) {
+        bool timed_out = false;
+        auto event = (*stream)->Next(std::chrono::milliseconds(20), &timed_out);
+        if (!event) {
+          if (!timed_out) break;
+          if ((interrupted = Interrupted(options))) break;
+          continue;
         }
-        message.push_back(t.token);
+        if (event->finish == engine::FinishReason::kAbort) {
+          return Status::Unavailable("episode " + task.id + ": the engine stopped");
+        }
+        if (event->has_token && !closed) {
+          episode.tokens.push_back(event->token.token);
+          episode.sampled.push_back(1);
+          episode.logprobs.push_back(event->token.logprob);
+          episode.versions.push_back(static_cast<int32_t>(event->version));
+          if (std::find(stops.begin(), stops.end(), event->token.token) != stops.end()) {
+            closed = true;
+          } else {
+            message.push_back(event->token.token);
+          }
+        }
+        if ((interrupted = Interrupted(options))) break;
+      }
+      if (interrupted) {
+        (*stream)->Cancel();
+        turn.token_end = static_cast<int64_t>(episode.tokens.size());
+        turn.generate_ms = MsSince(generate_start);
+        episode.turns.push_back(std::move(turn));
+        episode.stop_reason = *interrupted;
+        break;
       }
     }
+    turn.token_end = static_cast<int64_t>(episode.tokens.size());
+    turn.generate_ms = MsSince(generate_start);
 
-    EpisodeTurn turn;
     turn.text = tokenizer.Decode(message, /*skip_special=*/false);
     if (!closed) {
       turn.format_error = "the message did not end within the token budget";
@@ -90,7 +163,7 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
       break;
     }
     turn.format_valid = true;
-    turn.reasoning_tokens = CountTokens(tokenizer, parsed->reasoning);
+    turn.reasoning_tokens = CountReasoningTokens(tokenizer, message);
     if (parsed->has_answer) {
       episode.final_answer = parsed->final_answer;
       episode.answered = true;
@@ -99,12 +172,15 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
       break;
     }
     turn.command = parsed->command;
+    const auto tool_start = std::chrono::steady_clock::now();
     FR_ASSIGN_OR_RETURN(turn.tool_result, workspace.Exec(turn.command, options.tool_timeout));
+    turn.tool_ms = MsSince(tool_start);
     AppendText(tokenizer, "\n<|im_start|>tool\n", &episode);
     AppendText(tokenizer, Scaffold::RenderToolResult(turn.tool_result), &episode, /*content=*/true);
     AppendText(tokenizer, "<|im_end|>\n<|im_start|>assistant\n", &episode);
     episode.turns.push_back(std::move(turn));
   }
+  const auto verify_start = std::chrono::steady_clock::now();
   episode.verdict = episode.answered || !task.answer_file.empty()
                         ? VerifyTask(task, episode.final_answer, workspace)
                         : Verdict{false, "no answer (" + episode.stop_reason + ")" +
@@ -113,6 +189,7 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
     // A file task whose file is right still needs the agent to finish.
     episode.verdict = {false, "the file is right but the agent did not answer (" + episode.stop_reason + ")"};
   }
+  episode.verify_ms = MsSince(verify_start);
   return episode;
 }
 

@@ -15,6 +15,7 @@
 // (their turns are batched together) and the Tokenizer is only read.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -36,6 +37,11 @@ struct EpisodeOptions {
   double temperature = 0.7;
   uint64_t seed = 1;
   std::chrono::milliseconds tool_timeout{10000};
+  // The episode stops at this time or when *cancel becomes true (checked
+  // between tokens and between turns), with stop_reason "deadline" or
+  // "cancelled"; its engine request is cancelled at once.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct EpisodeTurn {
@@ -44,18 +50,28 @@ struct EpisodeTurn {
   std::string format_error;    // the scaffold's message when not valid
   std::string command;
   ExecResult tool_result;
+  // The sampled tokens inside <think>...</think>: the l of the length
+  // reward, counted on the tokens the engine sampled, never re-tokenised.
   int64_t reasoning_tokens = 0;
+  // The assistant message's tokens in Episode::tokens: [begin, end), its
+  // closing <|im_end|> included.
+  int64_t token_begin = 0, token_end = 0;
+  int64_t generate_ms = 0, tool_ms = 0;
 };
 
 struct Episode {
   std::vector<int32_t> tokens;       // the whole conversation
   std::vector<uint8_t> sampled;      // 1 where the engine sampled the token
   std::vector<float> logprobs;       // the raw logprob of each sampled token, 0 elsewhere
+  std::vector<int32_t> versions;     // the weight version that sampled each token, -1 elsewhere
   std::vector<EpisodeTurn> turns;
   std::string final_answer;
   bool answered = false;
   Verdict verdict;
-  std::string stop_reason;           // "answer", "format_error", "max_turns", "max_tokens"
+  // "answer", "format_error", "max_turns", "max_tokens", "deadline", "cancelled"
+  std::string stop_reason;
+  int64_t verify_ms = 0;
+  int64_t reasoning_tokens() const;  // over all turns
 };
 
 // Runs one episode of `task` in `workspace` (prepared here with the task's

@@ -2,6 +2,10 @@
 // task's prompt, a tool's output) enters the conversation as plain text, so
 // it cannot forge ChatML turns; sampled tokens carry their logprobs.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <span>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -32,15 +36,19 @@ class EpisodeTest : public ::testing::Test {
     engine_ = std::move(*engine);
   }
 
-  Episode Run(const Task& task) {
+  Episode Run(const Task& task, EpisodeOptions options = Greedy()) {
     auto ws = LocalWorkspace::Create();
     EXPECT_TRUE(ws.ok());
-    EpisodeOptions options;
-    options.temperature = 0;
-    options.max_turns = 2;
     auto episode = RunEpisode(*engine_, *tokenizer_, *Scaffolds()[0], task, **ws, options);
     EXPECT_TRUE(episode.ok()) << episode.status().ToString();
     return std::move(*episode);
+  }
+
+  static EpisodeOptions Greedy() {
+    EpisodeOptions options;
+    options.temperature = 0;
+    options.max_turns = 2;
+    return options;
   }
 
   int64_t CountImStart(const Episode& e) const {
@@ -81,6 +89,74 @@ TEST_F(EpisodeTest, SampledTokensCarryLogprobs) {
     }
   }
   EXPECT_GT(sampled, 0);
+}
+
+TEST_F(EpisodeTest, SampledTokensCarryTheirVersionAndTurnSpans) {
+  const Episode e = Run(TaskFamilies()[0]->Generate(12, 1));
+  ASSERT_EQ(e.versions.size(), e.tokens.size());
+  for (size_t i = 0; i < e.tokens.size(); ++i) EXPECT_EQ(e.versions[i], e.sampled[i] ? 0 : -1) << i;
+  ASSERT_FALSE(e.turns.empty());
+  int64_t previous_end = 0;
+  for (const EpisodeTurn& t : e.turns) {
+    ASSERT_LT(t.token_begin, t.token_end);
+    EXPECT_GE(t.token_begin, previous_end);
+    for (int64_t i = t.token_begin; i < t.token_end; ++i) EXPECT_EQ(e.sampled[i], 1) << i;
+    EXPECT_EQ(e.tokens[t.token_end - 1], tokenizer_->TokenId("<|im_end|>"));
+    previous_end = t.token_end;
+  }
+}
+
+// l counts sampled tokens: the tokens of the turn whose decoded text reaches
+// into <think>...</think>, found here by decoding growing prefixes.
+TEST_F(EpisodeTest, ReasoningTokensCountTheSampledTokensInsideThink) {
+  const Episode e = Run(TaskFamilies()[0]->Generate(12, 1));
+  int64_t checked = 0;
+  for (const EpisodeTurn& t : e.turns) {
+    if (!t.format_valid) continue;
+    const std::vector<int32_t> message(e.tokens.begin() + t.token_begin, e.tokens.begin() + t.token_end - 1);
+    const std::string text = tokenizer_->Decode(message);
+    const size_t begin = text.find("<think>") + 7;
+    const size_t end = text.find("</think>");
+    ASSERT_NE(end, std::string::npos) << text;
+    int64_t expected = 0;
+    size_t before = 0;
+    for (size_t i = 1; i <= message.size(); ++i) {
+      const size_t after = tokenizer_->Decode(std::span<const int32_t>(message.data(), i)).size();
+      if (before < end && after > begin) ++expected;
+      before = after;
+    }
+    EXPECT_EQ(t.reasoning_tokens, expected) << text;
+    EXPECT_GT(t.reasoning_tokens, 0);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  EXPECT_EQ(e.reasoning_tokens(), [&] {
+    int64_t sum = 0;
+    for (const EpisodeTurn& t : e.turns) sum += t.reasoning_tokens;
+    return sum;
+  }());
+}
+
+TEST_F(EpisodeTest, DeadlineStopsTheEpisodeAndFreesTheEngine) {
+  EpisodeOptions options = Greedy();
+  options.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+  options.max_tokens = 4096;
+  const Episode e = Run(TaskFamilies()[0]->Generate(13, 9), options);
+  EXPECT_EQ(e.stop_reason, "deadline");
+  EXPECT_FALSE(e.verdict.success);
+  for (int i = 0; i < 200 && engine_->Stats().running + engine_->Stats().waiting > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine_->Stats().running + engine_->Stats().waiting, 0);
+}
+
+TEST_F(EpisodeTest, CancelStopsTheEpisode) {
+  std::atomic<bool> cancel{true};
+  EpisodeOptions options = Greedy();
+  options.cancel = &cancel;
+  const Episode e = Run(TaskFamilies()[0]->Generate(13, 9), options);
+  EXPECT_EQ(e.stop_reason, "cancelled");
+  EXPECT_TRUE(e.turns.empty());
 }
 
 }  // namespace
