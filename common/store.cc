@@ -1,6 +1,7 @@
 #include "common/store.h"
 
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 namespace flashroll::store {
@@ -99,6 +100,18 @@ CREATE INDEX sandbox_events_sample ON sandbox_events (sample_id) WHERE sample_id
 CREATE INDEX sandbox_events_kind ON sandbox_events (kind, at_ms);
 )sql";
 
+// Version 2: what a trainer needs per token besides the ids — the raw
+// logprob the engine recorded and the loss mask the scheduler decided — and
+// the parts a sample's reward is made of.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE turns ADD COLUMN logprobs BLOB
+  CHECK (logprobs IS NULL OR (typeof(logprobs) = 'blob' AND length(logprobs) = length(token_ids)));
+ALTER TABLE turns ADD COLUMN loss_mask BLOB
+  CHECK (loss_mask IS NULL OR (typeof(loss_mask) = 'blob' AND 4 * length(loss_mask) = length(token_ids)));
+ALTER TABLE samples ADD COLUMN reward_parts_json TEXT
+  CHECK (reward_parts_json IS NULL OR json_valid(reward_parts_json));
+)sql";
+
 // int32 little-endian, whatever the host order, so a store file moves
 // between machines.
 std::vector<uint8_t> EncodeInt32s(std::span<const int32_t> values) {
@@ -127,6 +140,20 @@ Result<std::vector<int32_t>> DecodeInt32s(const std::vector<uint8_t>& bytes, std
   return values;
 }
 
+// float32 as its IEEE bits, little-endian like the int32 blobs.
+std::vector<uint8_t> EncodeFloats(std::span<const float> values) {
+  std::vector<int32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * 4);
+  return EncodeInt32s(bits);
+}
+
+Result<std::vector<float>> DecodeFloats(const std::vector<uint8_t>& bytes, std::string_view what) {
+  FR_ASSIGN_OR_RETURN(std::vector<int32_t> bits, DecodeInt32s(bytes, what));
+  std::vector<float> values(bits.size());
+  std::memcpy(values.data(), bits.data(), bits.size() * 4);
+  return values;
+}
+
 Result<TurnRole> ParseTurnRole(std::string_view name) {
   for (TurnRole role : {TurnRole::kSystem, TurnRole::kUser, TurnRole::kAssistant, TurnRole::kTool}) {
     if (name == TurnRoleName(role)) return role;
@@ -150,7 +177,7 @@ Result<std::string> StoredSampleStatus(Database& db, int64_t sample_id) {
 
 constexpr const char* kInsertTurnSql =
     "INSERT INTO turns (sample_id, turn_index, role, token_ids, policy_versions, text, tool_call_json,"
-    " tool_result_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    " tool_result_json, logprobs, loss_mask) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 // Binds and runs kInsertTurnSql for one turn; `stmt` is reset for reuse.
 Status InsertTurn(Statement& stmt, const Turn& turn) {
@@ -160,6 +187,14 @@ Status InsertTurn(Statement& stmt, const Turn& turn) {
     return Status::InvalidArgument(what + ": " + std::to_string(turn.policy_versions.size()) +
                                    " policy versions for " + std::to_string(turn.token_ids.size()) +
                                    " tokens (want none or one per token)");
+  }
+  if (!turn.logprobs.empty() && turn.logprobs.size() != turn.token_ids.size()) {
+    return Status::InvalidArgument(what + ": " + std::to_string(turn.logprobs.size()) + " logprobs for " +
+                                   std::to_string(turn.token_ids.size()) + " tokens (want none or one per token)");
+  }
+  if (!turn.loss_mask.empty() && turn.loss_mask.size() != turn.token_ids.size()) {
+    return Status::InvalidArgument(what + ": " + std::to_string(turn.loss_mask.size()) + " loss-mask entries for " +
+                                   std::to_string(turn.token_ids.size()) + " tokens (want none or one per token)");
   }
   stmt.Reset();
   Status status = stmt.Bind(1, turn.sample_id);
@@ -172,6 +207,8 @@ Status InsertTurn(Statement& stmt, const Turn& turn) {
   if (status.ok()) status = stmt.Bind(6, turn.text);
   if (status.ok()) status = stmt.Bind(7, turn.tool_call_json);
   if (status.ok()) status = stmt.Bind(8, turn.tool_result_json);
+  if (status.ok()) status = turn.logprobs.empty() ? stmt.Bind(9, nullptr) : stmt.Bind(9, EncodeFloats(turn.logprobs));
+  if (status.ok()) status = turn.loss_mask.empty() ? stmt.Bind(10, nullptr) : stmt.Bind(10, turn.loss_mask);
   if (status.ok()) status = stmt.Run();
   return status.Wrap(what);
 }
@@ -179,7 +216,7 @@ Status InsertTurn(Statement& stmt, const Turn& turn) {
 }  // namespace
 
 const std::vector<sqlite::Migration>& Migrations() {
-  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}};
+  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}, {2, kSchemaV2}};
   return migrations;
 }
 
@@ -323,7 +360,7 @@ Result<std::vector<Turn>> LoadTurns(Database& db, int64_t sample_id) {
   const std::string what = "load turns of sample " + std::to_string(sample_id);
   FR_ASSIGN_OR_RETURN(Statement stmt,
                       db.Prepare("SELECT turn_index, role, token_ids, policy_versions, text, tool_call_json,"
-                                 " tool_result_json FROM turns WHERE sample_id = ?1 ORDER BY turn_index"));
+                                 " tool_result_json, logprobs, loss_mask FROM turns WHERE sample_id = ?1 ORDER BY turn_index"));
   FR_RETURN_IF_ERROR(stmt.Bind(1, sample_id));
   std::vector<Turn> turns;
   while (true) {
@@ -342,6 +379,8 @@ Result<std::vector<Turn>> LoadTurns(Database& db, int64_t sample_id) {
     turn.text = stmt.ColumnText(4);
     if (!stmt.IsNull(5)) turn.tool_call_json = stmt.ColumnText(5);
     if (!stmt.IsNull(6)) turn.tool_result_json = stmt.ColumnText(6);
+    FR_ASSIGN_OR_RETURN(turn.logprobs, DecodeFloats(stmt.ColumnBlob(7), where + " logprobs"));
+    turn.loss_mask = stmt.ColumnBlob(8);
     turns.push_back(std::move(turn));
   }
   return turns;
@@ -371,7 +410,7 @@ Status CompleteSample(Database& db, const SampleOutcome& outcome, std::span<cons
   FR_ASSIGN_OR_RETURN(Statement update,
                       db.Prepare("UPDATE samples SET status = ?2, reward = ?3, first_policy_version = ?4,"
                                  " last_policy_version = ?5, reasoning_tokens = ?6, total_tokens = ?7, error = ?8,"
-                                 " finished_at_ms = ?9, generate_ms = ?10, tool_ms = ?11, verify_ms = ?12"
+                                 " finished_at_ms = ?9, generate_ms = ?10, tool_ms = ?11, verify_ms = ?12, reward_parts_json = ?13"
                                  " WHERE id = ?1"));
   Status status = update.Bind(1, outcome.sample_id);
   if (status.ok()) status = update.Bind(2, SampleStatusName(outcome.status));
@@ -387,6 +426,9 @@ Status CompleteSample(Database& db, const SampleOutcome& outcome, std::span<cons
   if (status.ok()) status = update.Bind(10, outcome.generate_ms);
   if (status.ok()) status = update.Bind(11, outcome.tool_ms);
   if (status.ok()) status = update.Bind(12, outcome.verify_ms);
+  if (status.ok()) {
+    status = outcome.reward_parts_json.empty() ? update.Bind(13, nullptr) : update.Bind(13, outcome.reward_parts_json);
+  }
   if (status.ok()) status = update.Run();
   if (status.ok()) status = txn->Commit();
   return status.Wrap(what);

@@ -27,7 +27,7 @@
 namespace flashroll::store {
 
 // The schema version this build writes; Migrations().size().
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 // The store's numbered migrations, oldest first.
 const std::vector<sqlite::Migration>& Migrations();
@@ -98,6 +98,10 @@ struct Turn {
   // Empty for tokens the policy did not sample (prompt, tool output);
   // otherwise the weight version that sampled each token, one per token.
   std::vector<int32_t> policy_versions;
+  // Empty, or one per token: the raw logprob the engine recorded (0 where
+  // the policy did not sample) and whether the trainer learns from the token.
+  std::vector<float> logprobs;
+  std::vector<uint8_t> loss_mask;
   std::string text;
   std::optional<std::string> tool_call_json;    // the call parsed from this turn
   std::optional<std::string> tool_result_json;  // the sandbox's result (exit code, truncation, ...)
@@ -106,8 +110,8 @@ struct Turn {
 // Appends one turn. Writes one row and opens no transaction: hold a
 // sqlite::Transaction around several calls to make them atomic. Returns OK;
 // kAlreadyExists when the sample already has this turn index;
-// kInvalidArgument for an unknown sample, invalid JSON, or policy_versions
-// that is neither empty nor one per token.
+// kInvalidArgument for an unknown sample, invalid JSON, or policy_versions,
+// logprobs or loss_mask that is neither empty nor one per token.
 Status AppendTurn(sqlite::Database& db, const Turn& turn);
 
 // Reads a sample's turns in turn order. Returns them (empty for a sample
@@ -127,6 +131,7 @@ struct SampleOutcome {
   int64_t generate_ms = 0;
   int64_t tool_ms = 0;
   int64_t verify_ms = 0;
+  std::string reward_parts_json;  // e.g. {"verifier": 1, "length": -0.04}; empty = none
 };
 
 // Finishes a queued or running sample in one transaction: appends `turns`

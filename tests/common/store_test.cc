@@ -1,6 +1,8 @@
 #include "common/store.h"
 
 #include <fcntl.h>
+#include <cmath>
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -305,6 +307,59 @@ TEST_F(StoreTest, TurnBlobsAreInt32LittleEndian) {
   EXPECT_TRUE((*loaded)[1].policy_versions.empty());
   EXPECT_FALSE((*loaded)[1].tool_call_json.has_value());
   EXPECT_TRUE((*loaded)[2].token_ids.empty());
+}
+
+TEST_F(StoreTest, LogprobsAndLossMaskRoundTripAsLittleEndianBlobs) {
+  const int64_t sample = MakeSample(MakeTask());
+  Turn turn = MakeTurn(sample, 1, 3, 4);
+  turn.logprobs = {-0.5f, -1.25f, -0.0f};
+  turn.loss_mask = {1, 0, 1};
+  ASSERT_TRUE(AppendTurn(*db_, turn).ok());
+  const std::string where = " FROM turns WHERE sample_id = " + std::to_string(sample);
+  // -0.5f is 0xBF000000, -1.25f 0xBFA00000, -0.0f 0x80000000.
+  EXPECT_EQ(QueryText(*db_, "SELECT hex(logprobs)" + where), "000000BF0000A0BF00000080");
+  EXPECT_EQ(QueryText(*db_, "SELECT hex(loss_mask)" + where), "010001");
+  Result<std::vector<Turn>> loaded = LoadTurns(*db_, sample);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ((*loaded)[0].logprobs, turn.logprobs);
+  EXPECT_TRUE(std::signbit((*loaded)[0].logprobs[2]));
+  EXPECT_EQ((*loaded)[0].loss_mask, turn.loss_mask);
+
+  Turn plain = MakeTurn(sample, 2, 2, 0);
+  ASSERT_TRUE(AppendTurn(*db_, plain).ok());
+  EXPECT_EQ(QueryText(*db_, "SELECT logprobs IS NULL AND loss_mask IS NULL" + where + " AND turn_index = 2"), "1");
+
+  Turn short_logprobs = MakeTurn(sample, 3, 3, 1);
+  short_logprobs.logprobs = {-1.0f};
+  Status s1 = AppendTurn(*db_, short_logprobs);
+  EXPECT_EQ(s1.code(), Code::kInvalidArgument);
+  EXPECT_NE(s1.message().find("1 logprobs for 3 tokens"), std::string::npos) << s1.ToString();
+  Turn short_mask = MakeTurn(sample, 3, 3, 1);
+  short_mask.loss_mask = {1, 1};
+  Status s2 = AppendTurn(*db_, short_mask);
+  EXPECT_EQ(s2.code(), Code::kInvalidArgument);
+  EXPECT_NE(s2.message().find("2 loss-mask entries for 3 tokens"), std::string::npos) << s2.ToString();
+  // The schema refuses a mismatched blob written past the helpers, too.
+  EXPECT_FALSE(db_->Exec("UPDATE turns SET loss_mask = x'01' WHERE sample_id = " + std::to_string(sample) +
+                         " AND turn_index = 1").ok());
+}
+
+TEST_F(StoreTest, RewardPartsAreStoredAsJson) {
+  const int64_t task = MakeTask();
+  const auto TaskOf = [task](int64_t) { return task; };
+  const int64_t sample = MakeSample(task);
+  SampleOutcome outcome;
+  outcome.sample_id = sample;
+  outcome.reward = 0.75;
+  outcome.reward_parts_json = R"({"verifier":1,"length":-0.25})";
+  ASSERT_TRUE(CompleteSample(*db_, outcome, {}).ok());
+  EXPECT_EQ(QueryText(*db_, "SELECT json_extract(reward_parts_json, '$.length') FROM samples WHERE id = " +
+                                std::to_string(sample)),
+            "-0.25");
+  const int64_t other = MakeSample(TaskOf(sample), 2);
+  outcome.sample_id = other;
+  outcome.reward_parts_json = "{";
+  EXPECT_FALSE(CompleteSample(*db_, outcome, {}).ok());
 }
 
 TEST_F(StoreTest, AppendTurnRejectsBadTurns) {
