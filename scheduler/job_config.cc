@@ -1,5 +1,13 @@
 #include "scheduler/job_config.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tasks/task.h"
+
 namespace flashroll {
 
 Schema JobConfigSchema() {
@@ -9,11 +17,14 @@ Schema JobConfigSchema() {
       .Optional("store", Schema::String())
       .Required("model", Schema::Map()
                              .Required("path", Schema::String())
-                             .Optional("threads", Schema::Int(1, 256)))
+                             .Optional("threads", Schema::Int(1, 256))
+                             .Optional("kv_memory", Schema::ByteSize(1ull << 20)))
       .Required("tasks", Schema::Map()
                              .Required("families", Schema::List(Schema::String(), 1))
                              .Optional("count", Schema::Int(1, 10'000'000))
-                             .Optional("seed", Schema::Int()))
+                             .Optional("seed", Schema::Int())
+                             .Optional("min_difficulty", Schema::Int(1, kMaxDifficulty))
+                             .Optional("max_difficulty", Schema::Int(1, kMaxDifficulty)))
       .Optional("rollout", Schema::Map()
                                .Optional("scaffold", Schema::Enum({"bash_block", "json_tools", "xml_tools"}))
                                .Optional("max_turns", Schema::Int(1, 1000))
@@ -32,14 +43,50 @@ Schema JobConfigSchema() {
                                  .Optional("max_in_flight", Schema::Int(1, 1'000'000))
                                  .Optional("max_per_task", Schema::Int(1, 1'000'000))
                                  .Optional("max_staleness", Schema::Int(0, 1000))
-                                 .Optional("batch_groups", Schema::Int(1, 100'000)))
+                                 .Optional("batch_groups", Schema::Int(1, 100'000))
+                                 .Optional("warmup_samples", Schema::Int(0, 10'000'000))
+                                 .Optional("warmup_min_tokens", Schema::Int(0, 10'000'000))
+                                 .Optional("rate_limits", Schema::Any())
+                                 .Optional("sample_timeout", Schema::Duration(0))
+                                 .Optional("max_samples", Schema::Int(0, 1'000'000'000))
+                                 .Optional("synchronous", Schema::Bool()))
       .Optional("rewards", Schema::Map()
                                .Optional("k0", Schema::Float(0, 100))
                                .Optional("c_max", Schema::Float(0, 100))
                                .Optional("l_norm", Schema::Float(1, 1e9))
-                               .Optional("lambda", Schema::Float(0.001, 1000)))
-      .Optional("training", Schema::Map().Optional("steps", Schema::Int(1, 1'000'000)));
+                               .Optional("lambda", Schema::Float(0.001, 1000))
+                               .Optional("advantage", Schema::Enum({"grpo", "dr_grpo"}))
+                               .Optional("failed", Schema::Enum({"zero_advantage", "exclude"})))
+      .Optional("training", Schema::Any())
+      .Optional("trainer_api", Schema::Map()
+                                   .Optional("listen", Schema::String())
+                                   .Optional("token_file", Schema::String()));
 }
+
+namespace {
+
+// The node to point at: the key itself when the file has it, else the
+// section, else the top level, so every error has a line.
+YAML::Node Where(const YAML::Node& root, const char* section, const char* key) {
+  const YAML::Node s = root[section];
+  if (s.IsDefined() && s.IsMap() && s[key].IsDefined()) return s[key];
+  if (s.IsDefined()) return s;
+  return root;
+}
+
+// The context length in a Hugging Face config.json, or 0 when unknown.
+int64_t ModelContext(const std::string& model_path) {
+  std::ifstream in(std::filesystem::path(model_path) / "config.json");
+  if (!in) return 0;
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object() || !config.contains("max_position_embeddings") ||
+      !config["max_position_embeddings"].is_number_integer()) {
+    return 0;
+  }
+  return config["max_position_embeddings"].get<int64_t>();
+}
+
+}  // namespace
 
 Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   FR_RETURN_IF_ERROR(JobConfigSchema().Validate(file.root, file.path));
@@ -51,11 +98,14 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   const YAML::Node model = root["model"];
   c.model.path = ReadString(model, "path", c.model.path);
   c.model.threads = ReadInt(model, "threads", c.model.threads);
+  c.model.kv_memory_bytes = ReadByteSize(model, "kv_memory", c.model.kv_memory_bytes);
 
   const YAML::Node tasks = root["tasks"];
   c.tasks.families = ReadStringList(tasks, "families");
   c.tasks.count = ReadInt(tasks, "count", c.tasks.count);
   c.tasks.seed = ReadInt(tasks, "seed", c.tasks.seed);
+  c.tasks.min_difficulty = ReadInt(tasks, "min_difficulty", c.tasks.min_difficulty);
+  c.tasks.max_difficulty = ReadInt(tasks, "max_difficulty", c.tasks.max_difficulty);
 
   if (const YAML::Node r = root["rollout"]; r.IsDefined() && r.IsMap()) {
     c.rollout.scaffold = ReadString(r, "scaffold", c.rollout.scaffold);
@@ -81,22 +131,93 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.scheduler.max_per_task = ReadInt(s, "max_per_task", c.scheduler.max_per_task);
     c.scheduler.max_staleness = ReadInt(s, "max_staleness", c.scheduler.max_staleness);
     c.scheduler.batch_groups = ReadInt(s, "batch_groups", c.scheduler.batch_groups);
+    c.scheduler.warmup_samples = ReadInt(s, "warmup_samples", c.scheduler.warmup_samples);
+    c.scheduler.warmup_min_tokens = ReadInt(s, "warmup_min_tokens", c.scheduler.warmup_min_tokens);
+    c.scheduler.sample_timeout = ReadDuration(s, "sample_timeout", c.scheduler.sample_timeout);
+    c.scheduler.max_samples = ReadInt(s, "max_samples", c.scheduler.max_samples);
+    c.scheduler.synchronous = ReadBool(s, "synchronous", c.scheduler.synchronous);
+    if (const YAML::Node limits = s["rate_limits"]; limits.IsDefined()) {
+      if (!limits.IsMap()) return file.ErrorAt(limits, "scheduler.rate_limits", "must be a map of task family to samples per second");
+      for (const auto& entry : limits) {
+        const std::string family = entry.first.as<std::string>();
+        const std::string key = "scheduler.rate_limits." + family;
+        if (std::find(c.tasks.families.begin(), c.tasks.families.end(), family) == c.tasks.families.end()) {
+          return file.ErrorAt(entry.first, key, "not one of tasks.families");
+        }
+        double rate = 0;
+        if (!entry.second.IsScalar() || !YAML::convert<double>::decode(entry.second, rate) || !(rate > 0)) {
+          return file.ErrorAt(entry.second, key, "must be a number of samples per second above 0");
+        }
+        c.scheduler.rate_limits[family] = rate;
+      }
+    }
   }
   if (const YAML::Node r = root["rewards"]; r.IsDefined() && r.IsMap()) {
     c.rewards.k0 = ReadFloat(r, "k0", c.rewards.k0);
     c.rewards.c_max = ReadFloat(r, "c_max", c.rewards.c_max);
     c.rewards.l_norm = ReadFloat(r, "l_norm", c.rewards.l_norm);
     c.rewards.lambda = ReadFloat(r, "lambda", c.rewards.lambda);
+    c.rewards.advantage = ReadString(r, "advantage", c.rewards.advantage);
+    c.rewards.failed = ReadString(r, "failed", c.rewards.failed);
   }
-  if (const YAML::Node t = root["training"]; t.IsDefined() && t.IsMap()) {
-    c.training.steps = ReadInt(t, "steps", c.training.steps);
+  if (const YAML::Node t = root["training"]; t.IsDefined()) {
+    if (t.IsScalar() && t.as<std::string>() == "none") {
+      c.training.enabled = false;
+    } else if (t.IsMap()) {
+      for (const auto& entry : t) {
+        const std::string key = "training." + entry.first.as<std::string>();
+        if (key != "training.steps") return file.ErrorAt(entry.first, key, "unknown key (known: steps)");
+        int64_t steps = 0;
+        if (!entry.second.IsScalar() || !YAML::convert<int64_t>::decode(entry.second, steps) || steps < 1) {
+          return file.ErrorAt(entry.second, key, "must be an integer of at least 1");
+        }
+        c.training.steps = steps;
+      }
+      c.training.enabled = true;
+    } else {
+      return file.ErrorAt(t, "training", "must be `none` (rollouts only) or a map");
+    }
+  }
+  if (const YAML::Node a = root["trainer_api"]; a.IsDefined() && a.IsMap()) {
+    c.trainer_api.listen = ReadString(a, "listen", c.trainer_api.listen);
+    c.trainer_api.token_file = ReadString(a, "token_file", c.trainer_api.token_file);
   }
 
-  // Cross-field rules the schema cannot express.
+  // What the schema cannot express.
+  for (size_t i = 0; i < c.tasks.families.size(); ++i) {
+    if (FindTaskFamily(c.tasks.families[i]) == nullptr) {
+      std::string known;
+      for (const TaskFamily* f : TaskFamilies()) known += (known.empty() ? "" : ", ") + std::string(f->name());
+      return file.ErrorAt(tasks["families"][i], "tasks.families[" + std::to_string(i) + "]",
+                          "unknown task family '" + c.tasks.families[i] + "' (known: " + known + ")");
+    }
+  }
+  if (c.tasks.min_difficulty > c.tasks.max_difficulty) {
+    return file.ErrorAt(Where(root, "tasks", "min_difficulty"), "tasks.min_difficulty",
+                        "must not exceed tasks.max_difficulty (" + std::to_string(c.tasks.max_difficulty) + ")");
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(c.model.path, ec)) {
+    return file.ErrorAt(model["path"], "model.path", "no such file or directory: " + c.model.path);
+  }
+  if (const int64_t context = ModelContext(c.model.path); context > 0 && c.rollout.max_tokens > context) {
+    return file.ErrorAt(Where(root, "rollout", "max_tokens"), "rollout.max_tokens",
+                        std::to_string(c.rollout.max_tokens) + " exceeds the model's context of " +
+                            std::to_string(context) + " tokens (" + c.model.path + "/config.json)");
+  }
+  if (c.training.enabled && c.trainer_api.token_file.empty()) {
+    return file.ErrorAt(Where(root, "trainer_api", "token_file"), "trainer_api.token_file",
+                        "required when training is enabled (the trainer API needs a bearer token)");
+  }
   if (c.scheduler.max_per_task < c.scheduler.group_size) {
-    return file.ErrorAt(root["scheduler"]["max_per_task"], "scheduler.max_per_task",
+    return file.ErrorAt(Where(root, "scheduler", "max_per_task"), "scheduler.max_per_task",
                         "must be at least scheduler.group_size (" +
                             std::to_string(c.scheduler.group_size) + ") or no group can complete");
+  }
+  if (c.scheduler.max_in_flight < c.scheduler.group_size) {
+    return file.ErrorAt(Where(root, "scheduler", "max_in_flight"), "scheduler.max_in_flight",
+                        "must be at least scheduler.group_size (" + std::to_string(c.scheduler.group_size) +
+                            "): a group's samples start together");
   }
   return c;
 }

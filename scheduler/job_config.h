@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,15 @@ struct JobConfig {
   struct Model {
     std::string path = "models/default";
     int64_t threads = 2;
+    uint64_t kv_memory_bytes = 512ull << 20;
   } model;
 
   struct Tasks {
     std::vector<std::string> families;
     int64_t count = 64;
     int64_t seed = 1;
+    int64_t min_difficulty = 1;  // difficulties are drawn uniformly from [min, max]
+    int64_t max_difficulty = 10;
   } tasks;
 
   struct Rollout {
@@ -56,6 +60,12 @@ struct JobConfig {
     int64_t max_per_task = 16;      // samples of one task in flight
     int64_t max_staleness = 1;      // policy versions a token may lag before it is masked
     int64_t batch_groups = 4;       // groups per trainer batch
+    int64_t warmup_samples = 0;     // the first N samples to finish ...
+    int64_t warmup_min_tokens = 0;  // ... are dropped (and re-run) when shorter than this
+    std::map<std::string, double> rate_limits;  // task family -> samples started per second
+    std::chrono::milliseconds sample_timeout{0};  // 0 = no deadline
+    int64_t max_samples = 0;        // stop after this many groups' samples; 0 = every task x effort x G
+    bool synchronous = false;       // batch-level baseline instead of sample-level dispatch
   } scheduler;
 
   struct Rewards {
@@ -63,17 +73,29 @@ struct JobConfig {
     double c_max = 0.5;     // cap of the length penalty
     double l_norm = 1024;   // reasoning-token normaliser
     double lambda = 0.5;    // tau = lambda * (b_max - b_min)
+    std::string advantage = "grpo";         // grpo | dr_grpo
+    std::string failed = "zero_advantage";  // failed samples: zero_advantage (kept) | exclude
   } rewards;
 
+  // `training: none` runs rollouts only; otherwise a trainer leases the
+  // finished groups through the trainer API.
   struct Training {
+    bool enabled = false;
     int64_t steps = 4;
   } training;
+
+  struct TrainerApi {
+    std::string listen = "127.0.0.1:8478";
+    std::string token_file;  // required when training is enabled
+  } trainer_api;
 };
 
 // The schema of `kind: rl_job` files.
 Schema JobConfigSchema();
 
-// Validates `file` against JobConfigSchema() and reads it. Errors read
+// Validates `file` against JobConfigSchema() and reads it, then checks what
+// the schema cannot: known task families, a model path that exists and a
+// max_tokens within its context, and the cross-field rules. Errors read
 // "path:line: key.path: what is wrong".
 Result<JobConfig> ParseJobConfig(const ConfigFile& file);
 
