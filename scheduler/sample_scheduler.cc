@@ -8,6 +8,13 @@ SampleScheduler::SampleScheduler(SchedulerPolicy policy, std::vector<GroupPlan> 
     : policy_(std::move(policy)), plan_(std::move(groups)), refilled_(start) {
   // Buckets start full enough for one group, so every family can start at once.
   for (const auto& [family, rate] : policy_.rate_limits) buckets_[family] = static_cast<double>(policy_.group_size);
+  // Groups a resumed job already finished never open again.
+  std::erase_if(plan_, [&](const GroupPlan& g) {
+    if (g.slots_done < policy_.group_size) return false;
+    ++groups_finished_;
+    return true;
+  });
+  total_groups_ = groups_finished_ + static_cast<int64_t>(plan_.size());
 }
 
 void SampleScheduler::Refill(Clock::time_point now) {
@@ -19,14 +26,14 @@ void SampleScheduler::Refill(Clock::time_point now) {
   }
 }
 
-bool SampleScheduler::RoomForAGroup() const {
-  const int64_t g = policy_.group_size;
+bool SampleScheduler::RoomForAGroup(const GroupPlan& group) const {
+  const int64_t g = policy_.group_size - group.slots_done;
   if (in_flight_ + static_cast<int64_t>(ready_.size()) + g > policy_.max_in_flight) return false;
   return !policy_.staleness_gate || opened_ + 1 <= consumed_ + (policy_.max_staleness + 1) * policy_.batch_groups;
 }
 
 bool SampleScheduler::GroupMayOpen(const GroupPlan& group, Clock::time_point now) {
-  if (task_in_flight_[group.task_index] + policy_.group_size > policy_.max_per_task) return false;
+  if (task_in_flight_[group.task_index] + policy_.group_size - group.slots_done > policy_.max_per_task) return false;
   if (auto bucket = buckets_.find(group.family); bucket != buckets_.end()) {
     Refill(now);
     if (bucket->second < static_cast<double>(policy_.group_size)) return false;
@@ -40,7 +47,7 @@ std::optional<SampleTicket> SampleScheduler::Next(Clock::time_point now) {
   // first in plan order whose task and family allow it (a capped task or a
   // rate-limited family waits while the others go on).
   const bool may_open = ready_.empty() && (!policy_.synchronous || round_open_ == 0);
-  for (size_t i = next_group_; may_open && i < plan_.size() && RoomForAGroup(); ++i) {
+  for (size_t i = next_group_; may_open && i < plan_.size() && RoomForAGroup(plan_[i]); ++i) {
     if (!GroupMayOpen(plan_[i], now)) continue;
     std::rotate(plan_.begin() + static_cast<std::ptrdiff_t>(next_group_), plan_.begin() + static_cast<std::ptrdiff_t>(i),
                 plan_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
@@ -48,11 +55,11 @@ std::optional<SampleTicket> SampleScheduler::Next(Clock::time_point now) {
     if (auto bucket = buckets_.find(group.family); bucket != buckets_.end()) {
       bucket->second -= static_cast<double>(policy_.group_size);
     }
-    open_[group.group_id] = {group.task_index, 0};
-    for (int slot = 0; slot < policy_.group_size; ++slot) {
+    open_[group.group_id] = {group.task_index, group.slots_done};
+    for (int slot = group.slots_done; slot < policy_.group_size; ++slot) {
       ready_.push_back({group.group_id, group.task_index, group.effort, slot, 0});
     }
-    task_in_flight_[group.task_index] += policy_.group_size;
+    task_in_flight_[group.task_index] += policy_.group_size - group.slots_done;
     ++opened_;
     if (!policy_.synchronous) break;
     ++round_open_;

@@ -54,6 +54,7 @@ struct GroupPlan {
   int64_t task_index = 0;  // the job's task list
   std::string family;
   int effort = 100;
+  int slots_done = 0;  // samples already finished (a resumed job); the rest run
 };
 
 // One sample to start.
@@ -86,7 +87,7 @@ class SampleScheduler {
   void Consumed(int64_t groups) { consumed_ += groups; }
 
   int64_t in_flight() const { return in_flight_; }
-  int64_t groups_total() const { return static_cast<int64_t>(plan_.size()); }
+  int64_t groups_total() const { return total_groups_; }
   int64_t groups_finished() const { return groups_finished_; }
   int64_t samples_dropped() const { return dropped_; }
   bool done() const { return groups_finished_ == groups_total(); }
@@ -101,7 +102,7 @@ class SampleScheduler {
     int64_t task_index;
     int finished = 0;
   };
-  bool RoomForAGroup() const;  // the caps on all samples and the staleness bound
+  bool RoomForAGroup(const GroupPlan& group) const;  // the caps on all samples and the staleness bound
   bool GroupMayOpen(const GroupPlan& group, Clock::time_point now);  // its task's cap, its family's rate
   void Refill(Clock::time_point now);
 
@@ -118,6 +119,7 @@ class SampleScheduler {
   int64_t opened_ = 0;
   int64_t consumed_ = 0;
   int64_t groups_finished_ = 0;
+  int64_t total_groups_ = 0;
   int64_t samples_finished_ = 0;
   int64_t dropped_ = 0;
   int64_t round_open_ = 0;  // synchronous: groups of the current round still open

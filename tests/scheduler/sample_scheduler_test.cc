@@ -150,6 +150,23 @@ TEST(SampleSchedulerTest, SynchronousRoundsWaitForTheWholeRound) {
   EXPECT_EQ(Drain(s, t0).size(), 2u);
 }
 
+TEST(SampleSchedulerTest, AResumedJobRunsOnlyTheMissingSlots) {
+  const auto t0 = Clock::now();
+  auto plan = Groups({{0, "a"}, {1, "a"}, {2, "a"}});
+  plan[0].slots_done = 4;  // finished before the job stopped
+  plan[1].slots_done = 3;
+  SampleScheduler s(Policy(4, 4, 4), plan, t0);
+  EXPECT_EQ(s.groups_total(), 3);
+  EXPECT_EQ(s.groups_finished(), 1);
+  auto started = Drain(s, t0);
+  ASSERT_EQ(started.size(), 1u) << "group 3 needs 4 slots; only 3 are free while group 2's last runs";
+  EXPECT_EQ(started[0].group_id, 2);
+  EXPECT_EQ(started[0].slot, 3);
+  s.Finish(started[0], 10, false);
+  EXPECT_EQ(s.TakeFinishedGroups(), std::vector<int64_t>{2});
+  EXPECT_EQ(Drain(s, t0).size(), 4u);
+}
+
 TEST(SampleSchedulerTest, LossMaskKeepsSampledTokensWithinTheBound) {
   const std::vector<int32_t> versions = {-1, -1, 3, 4, 5, 5, -1};
   EXPECT_EQ(SampleScheduler::LossMask(versions, 5, 1), (std::vector<uint8_t>{0, 0, 0, 1, 1, 1, 0}));
