@@ -129,6 +129,7 @@ class GgufFile {
   GgufFile& operator=(const GgufFile&) = delete;
 
   const std::string& path() const { return file_->path(); }
+  const MappedFile& mapping() const { return *file_; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   // Absolute offset where the tensor data section begins.

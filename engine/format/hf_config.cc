@@ -1,7 +1,5 @@
 #include "engine/format/hf_config.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 
 namespace flashroll::engine {
@@ -157,11 +155,6 @@ Result<ModelConfig> ParseConfigObject(const JsonView& root) {
   return c;
 }
 
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 }  // namespace
 
 bool ModelConfig::IsMoeLayer(int64_t layer) const {
@@ -200,14 +193,22 @@ Status ApplyGenerationConfig(const Json& generation, const std::string& what, Mo
   return st.ok() ? st : st.Wrap(what);
 }
 
-Result<ModelConfig> ReadHfConfig(const std::string& dir) {
+Result<ModelConfig> ReadHfConfig(const std::string& dir) { return ReadHfConfig(dir, MapFilesIn(dir)); }
+
+Result<ModelConfig> ReadHfConfig(const std::string& dir, const DirectoryFileMapper& map) {
+  auto read = [](const MappedFile& file) {
+    return ParseJson(std::string_view(reinterpret_cast<const char*>(file.data()), file.size()), file.path());
+  };
   const std::string path = dir + "/config.json";
-  FR_ASSIGN_OR_RETURN(Json json, ReadJsonFile(path));
+  FR_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, map("config.json"));
+  FR_ASSIGN_OR_RETURN(Json json, read(*file));
   FR_ASSIGN_OR_RETURN(ModelConfig config, ParseHfConfig(json, path));
-  const std::string gen_path = dir + "/generation_config.json";
-  if (FileExists(gen_path)) {
-    FR_ASSIGN_OR_RETURN(Json gen, ReadJsonFile(gen_path));
-    FR_RETURN_IF_ERROR(ApplyGenerationConfig(gen, gen_path, &config));
+  Result<std::unique_ptr<MappedFile>> gen_file = map("generation_config.json");
+  if (gen_file.ok()) {
+    FR_ASSIGN_OR_RETURN(Json gen, read(**gen_file));
+    FR_RETURN_IF_ERROR(ApplyGenerationConfig(gen, dir + "/generation_config.json", &config));
+  } else if (gen_file.status().code() != Code::kNotFound) {
+    return gen_file.status();
   }
   FR_RETURN_IF_ERROR(ValidateModelConfig(config, path));
   return config;

@@ -21,6 +21,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "engine/format/mapped_file.h"
 
 namespace flashroll::engine {
 
@@ -82,6 +83,8 @@ Status ApplyGenerationConfig(const Json& generation, const std::string& what, Mo
 // Reads `dir`/config.json and, when it exists, `dir`/generation_config.json.
 // Errors name the file and the key.
 Result<ModelConfig> ReadHfConfig(const std::string& dir);
+// The same, with the files mapped by `map` (`dir` names them in errors).
+Result<ModelConfig> ReadHfConfig(const std::string& dir, const DirectoryFileMapper& map);
 
 // Checks the invariants every family relies on (positive sizes, heads
 // divisible by kv heads, experts-per-token within experts, ...). Returns

@@ -29,6 +29,10 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
   FdCloser closer(fd);
+  return FromFd(fd, path);
+}
+
+Result<std::unique_ptr<MappedFile>> MappedFile::FromFd(int fd, const std::string& path) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "fstat " + path);
   if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
@@ -43,6 +47,21 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   }
   return std::unique_ptr<MappedFile>(
       new MappedFile(path, static_cast<const uint8_t*>(addr), size, true));
+}
+
+void MappedFile::Prefault() const {
+  if (!mapped_) return;
+  // MADV_POPULATE_READ (Linux 5.14) fills the page tables in one call;
+  // older kernels get the same effect from a read of every page.
+  if (::madvise(const_cast<uint8_t*>(data_), size_, MADV_POPULATE_READ) == 0) return;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  uint8_t sum = 0;
+  for (size_t i = 0; i < size_; i += page) sum ^= static_cast<const volatile uint8_t*>(data_)[i];
+  static_cast<void>(sum);
+}
+
+DirectoryFileMapper MapFilesIn(const std::string& dir) {
+  return [dir](const std::string& name) { return MappedFile::Open(dir + "/" + name); };
 }
 
 MappedFile::~MappedFile() {

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,10 @@ class MappedFile {
   // kPermissionDenied / kIoError naming the path and the failing syscall.
   // An empty file maps to size() == 0 and a non-null data().
   static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  // Maps the regular file open as `fd` (which stays the caller's to close);
+  // `path` names it in errors. kInvalidArgument when it is not a regular
+  // file, or the fstat/mmap error naming the path.
+  static Result<std::unique_ptr<MappedFile>> FromFd(int fd, const std::string& path);
 
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
@@ -31,6 +36,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+
+  // Reads the whole mapping into memory and its page tables now, so that
+  // the first use of the data does not stall on page faults (or on disk).
+  void Prefault() const;
 
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size, bool mapped)
@@ -41,5 +50,12 @@ class MappedFile {
   const size_t size_;
   const bool mapped_;  // false for an empty file (mmap cannot map 0 bytes)
 };
+
+// Maps the file `name` (a bare name such as "config.json") of one model
+// directory; kNotFound when the directory has no such file.
+using DirectoryFileMapper = std::function<Result<std::unique_ptr<MappedFile>>(const std::string& name)>;
+
+// The mapper of a directory on the filesystem: MappedFile::Open(dir + "/" + name).
+DirectoryFileMapper MapFilesIn(const std::string& dir);
 
 }  // namespace flashroll::engine

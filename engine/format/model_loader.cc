@@ -133,13 +133,25 @@ Result<std::unique_ptr<ModelFiles>> ModelFiles::Load(const std::string& path) {
   std::unique_ptr<ModelFiles> files(new ModelFiles());
   files->path_ = path;
   if (IsDirectory(path)) {
-    FR_RETURN_IF_ERROR(files->LoadHfDirectory(path));
+    FR_RETURN_IF_ERROR(files->LoadHfDirectory(path, MapFilesIn(path)));
   } else if (FileExists(path)) {
     FR_RETURN_IF_ERROR(files->LoadGguf(path));
   } else {
     return Status::NotFound(path + ": no such model directory or GGUF file");
   }
   return files;
+}
+
+Result<std::unique_ptr<ModelFiles>> ModelFiles::LoadHf(const std::string& dir, const DirectoryFileMapper& map) {
+  std::unique_ptr<ModelFiles> files(new ModelFiles());
+  files->path_ = dir;
+  FR_RETURN_IF_ERROR(files->LoadHfDirectory(dir, map));
+  return files;
+}
+
+void ModelFiles::Prefault() const {
+  for (const auto& file : safetensors_) file->mapping().Prefault();
+  if (gguf_) gguf_->mapping().Prefault();
 }
 
 const WeightTensor* ModelFiles::Find(const std::string& name) const {
@@ -237,19 +249,22 @@ Status ModelFiles::AddSafetensors(std::unique_ptr<SafetensorsFile> file) {
   return Status::Ok();
 }
 
-Status ModelFiles::LoadHfDirectory(const std::string& dir) {
+Status ModelFiles::LoadHfDirectory(const std::string& dir, const DirectoryFileMapper& map) {
   format_ = "safetensors";
   config_file_ = dir + "/config.json";
-  FR_ASSIGN_OR_RETURN(config_, ReadHfConfig(dir));
+  FR_ASSIGN_OR_RETURN(config_, ReadHfConfig(dir, map));
   const std::string index_path = dir + "/model.safetensors.index.json";
-  const std::string single = dir + "/model.safetensors";
-  if (FileExists(index_path)) {
-    FR_ASSIGN_OR_RETURN(Json index, ReadJsonFile(index_path));
+  Result<std::unique_ptr<MappedFile>> index_file = map("model.safetensors.index.json");
+  if (!index_file.ok() && index_file.status().code() != Code::kNotFound) return index_file.status();
+  if (index_file.ok()) {
+    const MappedFile& f = **index_file;
+    FR_ASSIGN_OR_RETURN(Json index,
+                        ParseJson(std::string_view(reinterpret_cast<const char*>(f.data()), f.size()), index_path));
     JsonView root(index, "");
-    Result<JsonView> map = root.GetObject("weight_map");
-    if (!map.ok()) return map.status().Wrap(index_path);
+    Result<JsonView> weight_map = root.GetObject("weight_map");
+    if (!weight_map.ok()) return weight_map.status().Wrap(index_path);
     std::map<std::string, std::vector<std::string>> shards;  // shard -> tensors it must hold
-    for (const auto& [name, shard] : map->value().items()) {
+    for (const auto& [name, shard] : weight_map->value().items()) {
       if (!shard.is_string()) {
         return Status::InvalidArgument(index_path + ": weight_map." + name + ": expected a file name");
       }
@@ -260,7 +275,8 @@ Status ModelFiles::LoadHfDirectory(const std::string& dir) {
       shards[file].push_back(name);
     }
     for (const auto& [shard, names] : shards) {
-      FR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(dir + "/" + shard));
+      FR_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, map(shard));
+      FR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(std::move(mapped)));
       for (const std::string& name : names) {
         if (file->Find(name) == nullptr) {
           return Status::Corruption(file->path() + ": tensor '" + name + "' is listed in " + index_path +
@@ -269,13 +285,15 @@ Status ModelFiles::LoadHfDirectory(const std::string& dir) {
       }
       FR_RETURN_IF_ERROR(AddSafetensors(std::move(file)));
     }
-  } else if (FileExists(single)) {
-    FR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single));
-    FR_RETURN_IF_ERROR(AddSafetensors(std::move(file)));
-  } else {
+    return Status::Ok();
+  }
+  Result<std::unique_ptr<MappedFile>> single = map("model.safetensors");
+  if (!single.ok() && single.status().code() == Code::kNotFound) {
     return Status::NotFound(dir + ": no model.safetensors or model.safetensors.index.json");
   }
-  return Status::Ok();
+  if (!single.ok()) return single.status();
+  FR_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(std::move(single).value()));
+  return AddSafetensors(std::move(file));
 }
 
 Status ModelFiles::LoadGguf(const std::string& file) {

@@ -50,6 +50,11 @@ class ModelFiles {
   // dtype, an index that names a missing shard. The architecture is checked
   // later, by the model family registry.
   static Result<std::unique_ptr<ModelFiles>> Load(const std::string& path);
+  // Loads a Hugging Face directory whose files `map` opens by name (`dir`
+  // names them in errors), with the same errors as Load. Only the
+  // safetensors headers are read: tensor data stays unread in the mappings
+  // until used (or Prefault()).
+  static Result<std::unique_ptr<ModelFiles>> LoadHf(const std::string& dir, const DirectoryFileMapper& map);
 
   ModelFiles(const ModelFiles&) = delete;
   ModelFiles& operator=(const ModelFiles&) = delete;
@@ -64,6 +69,9 @@ class ModelFiles {
   // The parsed GGUF file (for its tokenizer metadata), or nullptr for a HF directory.
   const GgufFile* gguf() const { return gguf_.get(); }
 
+  // Reads every mapped weight file into memory now (MappedFile::Prefault).
+  void Prefault() const;
+
   // The tensor `name`, or nullptr.
   const WeightTensor* Find(const std::string& name) const;
 
@@ -74,7 +82,7 @@ class ModelFiles {
 
  private:
   ModelFiles() = default;
-  Status LoadHfDirectory(const std::string& dir);
+  Status LoadHfDirectory(const std::string& dir, const DirectoryFileMapper& map);
   Status LoadGguf(const std::string& file);
   Status AddSafetensors(std::unique_ptr<SafetensorsFile> file);
   Status AddTensor(const std::string& name, WeightTensor tensor);

@@ -123,8 +123,12 @@ SafetensorsFile::SafetensorsFile(std::unique_ptr<MappedFile> file,
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   FR_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  return Open(std::move(file));
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(std::unique_ptr<MappedFile> file) {
   FR_ASSIGN_OR_RETURN(std::vector<SafetensorsTensor> tensors,
-                      ParseSafetensors(file->data(), file->size(), path));
+                      ParseSafetensors(file->data(), file->size(), file->path()));
   return std::unique_ptr<SafetensorsFile>(new SafetensorsFile(std::move(file), std::move(tensors)));
 }
 

@@ -53,11 +53,14 @@ class SafetensorsFile {
   // Maps and parses `path`. Returns the open/mmap error or a parse error
   // from ParseSafetensors.
   static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // Parses a file already mapped (its path() names it in errors).
+  static Result<std::unique_ptr<SafetensorsFile>> Open(std::unique_ptr<MappedFile> file);
 
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::string& path() const { return file_->path(); }
+  const MappedFile& mapping() const { return *file_; }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
   // The tensor named `name`, or nullptr.
   const SafetensorsTensor* Find(std::string_view name) const;
