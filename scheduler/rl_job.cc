@@ -1,0 +1,609 @@
+#include "scheduler/rl_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "common/store.h"
+#include "engine/models/model.h"
+#include "engine/models/model_tokenizer.h"
+#include "engine/serving/engine.h"
+#include "rewards/advantages.h"
+#include "rewards/length_reward.h"
+#include "rollout/episode.h"
+#include "rollout/sandbox_workspace.h"
+#include "rollout/scaffold.h"
+#include "sandbox/sandbox.h"
+#include "scheduler/batch_queue.h"
+#include "scheduler/sample_scheduler.h"
+#include "scheduler/trainer_api.h"
+#include "scheduler/trajectory.h"
+#include "tasks/rng.h"
+#include "tasks/task_record.h"
+
+namespace flashroll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct JobTask {
+  int64_t store_id = 0;
+  Task task;
+};
+
+// The job's tasks: generated and stored for a new job, read back for a
+// resumed one (so it runs exactly what it started with).
+Result<std::vector<JobTask>> PrepareTasks(sqlite::Database& db, int64_t job_id, const JobConfig& config,
+                                          bool resumed) {
+  std::vector<JobTask> tasks;
+  if (resumed) {
+    FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
+                        db.Prepare("SELECT id, family, source_key, problem_json, verifier_json FROM tasks"
+                                   " WHERE job_id = ?1 ORDER BY id"));
+    FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
+    while (true) {
+      FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      FR_ASSIGN_OR_RETURN(Task task, FromTaskRecord(stmt.ColumnText(1), stmt.ColumnText(2),
+                                                    {stmt.ColumnText(3), stmt.ColumnText(4)}));
+      tasks.push_back({stmt.ColumnInt64(0), std::move(task)});
+    }
+    return tasks;
+  }
+  sqlite::Transaction txn = sqlite::Transaction::Begin(db).value();
+  for (int64_t i = 0; i < config.tasks.count; ++i) {
+    const TaskFamily& family = *FindTaskFamily(config.tasks.families[static_cast<size_t>(i) % config.tasks.families.size()]);
+    const uint64_t seed = static_cast<uint64_t>(config.tasks.seed) * 1'000'003ull + static_cast<uint64_t>(i);
+    TaskRng rng(seed);
+    Task task = family.Generate(seed, static_cast<int>(rng.Int(config.tasks.min_difficulty, config.tasks.max_difficulty)));
+    const TaskRecord record = ToTaskRecord(task);
+    store::NewTask row;
+    row.job_id = job_id;
+    row.family = task.family;
+    row.source_key = task.id;
+    row.problem_json = record.problem_json;
+    row.verifier_json = record.verifier_json;
+    row.difficulty = task.difficulty;
+    FR_ASSIGN_OR_RETURN(int64_t id, store::InsertTask(db, row));
+    tasks.push_back({id, std::move(task)});
+  }
+  FR_RETURN_IF_ERROR(txn.Commit());
+  return tasks;
+}
+
+Result<int64_t> FindJob(sqlite::Database& db, const std::string& name_or_id) {
+  FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
+                      db.Prepare("SELECT id FROM jobs WHERE name = ?1 OR CAST(id AS TEXT) = ?1"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, name_or_id));
+  FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return Status::NotFound("--resume: no job named or numbered '" + name_or_id + "' in the store");
+  return stmt.ColumnInt64(0);
+}
+
+// Per group: how many samples already finished (completed or failed).
+// Samples a killed job left queued or running are marked aborted: they
+// run again from the start.
+Result<std::map<int64_t, int>> RecoverSamples(sqlite::Database& db, int64_t job_id) {
+  {
+    FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
+                        db.Prepare("SELECT id FROM samples WHERE job_id = ?1 AND status IN ('queued', 'running')"));
+    FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
+    std::vector<int64_t> unfinished;
+    while (true) {
+      FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) break;
+      unfinished.push_back(stmt.ColumnInt64(0));
+    }
+    for (int64_t id : unfinished) {
+      store::SampleOutcome outcome;
+      outcome.sample_id = id;
+      outcome.status = store::SampleStatus::kAborted;
+      outcome.error = "interrupted: the job stopped before the sample finished; it runs again";
+      FR_RETURN_IF_ERROR(store::CompleteSample(db, outcome, {}));
+    }
+  }
+  FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
+                      db.Prepare("SELECT group_id, count(*) FROM samples WHERE job_id = ?1"
+                                 " AND status IN ('completed', 'failed') GROUP BY group_id"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
+  std::map<int64_t, int> done;
+  while (true) {
+    FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    done[stmt.ColumnInt64(0)] = static_cast<int>(stmt.ColumnInt64(1));
+  }
+  return done;
+}
+
+uint64_t SampleSeed(int64_t job_seed, const SampleTicket& t) {
+  uint64_t x = static_cast<uint64_t>(job_seed) * 0x9E3779B97F4A7C15ull;
+  for (uint64_t v : {static_cast<uint64_t>(t.group_id), static_cast<uint64_t>(t.slot), static_cast<uint64_t>(t.attempt)}) {
+    x ^= v + 0x9E3779B97F4A7C15ull + (x << 6) + (x >> 2);
+  }
+  return x;
+}
+
+sandbox::SandboxSpec SpecOf(const JobConfig::Sandbox& s) {
+  sandbox::SandboxSpec spec;
+  (void)sandbox::ParseImage(s.image, &spec);  // validated when the job starts
+  spec.net = s.net == "policy" ? sandbox::NetMode::kPolicy : sandbox::NetMode::kNone;
+  spec.memory_bytes = s.memory_bytes;
+  spec.pids = s.pids;
+  spec.cpus = s.cpus;
+  return spec;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+class Job {
+ public:
+  Job(const JobConfig& config, const RlJobOptions& options) : config_(config), options_(options) {}
+  Result<RlJobSummary> Run();
+
+ private:
+  Status Open();
+  void Worker();
+  // Runs one sample and records it; then tells the scheduler.
+  void RunSample(sqlite::Database& db, const SampleTicket& ticket);
+  // Under mu_: advantages for each finished group, recorded and queued.
+  void FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups);
+  void Monitor();
+  std::string StatusLine(double seconds);
+  bool Stopping() const { return stop_.load() || (options_.stop && options_.stop->load()); }
+
+  const JobConfig& config_;
+  const RlJobOptions& options_;
+  LengthRewardParams length_params_;
+  std::unique_ptr<sqlite::Database> db_;  // the job thread's connection
+  int64_t job_id_ = 0;
+  std::vector<JobTask> tasks_;
+  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<engine::Tokenizer> tokenizer_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<sandbox::Manager> manager_;
+  const Scaffold* scaffold_ = nullptr;
+  sandbox::SandboxSpec spec_;
+  BatchQueue queue_;
+  std::unique_ptr<TrainerApi> trainer_api_;
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::unique_ptr<SampleScheduler> scheduler_;
+  std::map<int64_t, GroupPlan> groups_;  // by id
+  RlJobSummary summary_;
+  int64_t consumed_seen_ = 0;
+  Status first_error_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> cancel_episodes_{false};
+  // Engine occupancy, sampled by the monitor.
+  int64_t polls_ = 0, busy_polls_ = 0, running_sum_ = 0;
+};
+
+Status Job::Open() {
+  length_params_.k0 = config_.rewards.k0;
+  length_params_.c_max = config_.rewards.c_max;
+  length_params_.l_norm = config_.rewards.l_norm;
+  length_params_.lambda = config_.rewards.lambda;
+  scaffold_ = FindScaffold(config_.rollout.scaffold);
+  if (Status s = sandbox::ParseImage(config_.sandbox.image, &spec_); !s.ok()) return s.Wrap("sandbox.image");
+  spec_ = SpecOf(config_.sandbox);
+
+  FR_ASSIGN_OR_RETURN(db_, store::OpenStore(config_.store_path));
+  const bool resumed = !options_.resume.empty();
+  if (resumed) {
+    FR_ASSIGN_OR_RETURN(job_id_, FindJob(*db_, options_.resume));
+    FR_RETURN_IF_ERROR(store::SetJobStatus(*db_, job_id_, store::JobStatus::kRunning));
+  } else {
+    auto job = store::CreateJob(*db_, config_.name, options_.config_yaml);
+    if (job.status().code() == Code::kAlreadyExists) {
+      return Status::AlreadyExists("job '" + config_.name + "' already exists in " + config_.store_path +
+                                   ": resume it with --resume " + config_.name + " or rename the job");
+    }
+    FR_RETURN_IF_ERROR(job.status());
+    job_id_ = *job;
+  }
+  summary_.job_id = job_id_;
+  if (options_.on_started) options_.on_started(job_id_);
+  FR_ASSIGN_OR_RETURN(tasks_, PrepareTasks(*db_, job_id_, config_, resumed));
+  std::map<int64_t, int> done;
+  if (resumed) {
+    FR_ASSIGN_OR_RETURN(done, RecoverSamples(*db_, job_id_));
+  }
+
+  // Groups: every task x effort, task-major; ids are stable across resumes.
+  std::vector<GroupPlan> plan;
+  const int64_t efforts = static_cast<int64_t>(config_.rollout.efforts.size());
+  int64_t max_groups = static_cast<int64_t>(tasks_.size()) * efforts;
+  if (config_.scheduler.max_samples > 0) {
+    max_groups = std::min(max_groups, (config_.scheduler.max_samples + config_.scheduler.group_size - 1) /
+                                          config_.scheduler.group_size);
+  }
+  for (int64_t g = 0; g < max_groups; ++g) {
+    GroupPlan group;
+    group.group_id = g + 1;
+    group.task_index = g / efforts;
+    group.family = tasks_[static_cast<size_t>(group.task_index)].task.family;
+    group.effort = static_cast<int>(config_.rollout.efforts[static_cast<size_t>(g % efforts)]);
+    group.slots_done = std::min<int>(done.count(group.group_id) ? done[group.group_id] : 0,
+                                     static_cast<int>(config_.scheduler.group_size));
+    groups_[group.group_id] = group;
+    plan.push_back(group);
+  }
+  SchedulerPolicy policy;
+  policy.group_size = config_.scheduler.group_size;
+  policy.max_in_flight = config_.scheduler.max_in_flight;
+  policy.max_per_task = config_.scheduler.max_per_task;
+  policy.max_staleness = config_.scheduler.max_staleness;
+  policy.batch_groups = config_.scheduler.batch_groups;
+  policy.staleness_gate = config_.training.enabled;
+  policy.warmup_samples = config_.scheduler.warmup_samples;
+  policy.warmup_min_tokens = config_.scheduler.warmup_min_tokens;
+  policy.rate_limits = config_.scheduler.rate_limits;
+  policy.synchronous = config_.scheduler.synchronous;
+  scheduler_ = std::make_unique<SampleScheduler>(policy, plan, Clock::now());
+  summary_.groups_total = scheduler_->groups_total();
+
+  FR_ASSIGN_OR_RETURN(model_, engine::Model::Load(config_.model.path));
+  FR_ASSIGN_OR_RETURN(tokenizer_, engine::LoadModelTokenizer(*model_));
+  engine::EngineOptions engine_options;
+  engine_options.threads = static_cast<int>(config_.model.threads);
+  engine_options.max_running = config_.scheduler.max_in_flight;
+  engine_options.kv_memory_bytes = static_cast<int64_t>(config_.model.kv_memory_bytes);
+  FR_ASSIGN_OR_RETURN(engine_, engine::Engine::Start(*model_, tokenizer_.get(), engine_options));
+  auto manager = sandbox::Manager::Open();
+  if (!manager.ok()) return manager.status().Wrap("the job's sandboxes");
+  manager_ = std::move(*manager);
+
+  // Groups a killed job finished but never handed out are handed out now.
+  std::vector<int64_t> finished_before;
+  for (const auto& [id, group] : groups_) {
+    if (group.slots_done >= config_.scheduler.group_size) finished_before.push_back(id);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishGroups(*db_, finished_before);
+  }
+  return Status::Ok();
+}
+
+void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups) {
+  for (int64_t group_id : groups) {
+    auto samples = LoadGroupSamples(db, job_id_, group_id);
+    if (!samples.ok()) {
+      if (first_error_.ok()) first_error_ = samples.status().Wrap("group " + std::to_string(group_id));
+      continue;
+    }
+    std::vector<GroupMember> members;
+    for (const StoredSample& s : *samples) members.push_back({s.sample.reward, s.sample.status != "completed"});
+    const auto advantages = GroupAdvantages(
+        members, config_.rewards.advantage == "dr_grpo" ? AdvantageMode::kDrGrpo : AdvantageMode::kGrpo);
+    std::vector<store::SampleAdvantage> rows;
+    TrainingGroup group;
+    group.group_id = group_id;
+    const GroupPlan& plan = groups_[group_id];
+    group.effort = plan.effort;
+    group.task_id = tasks_[static_cast<size_t>(plan.task_index)].store_id;
+    group.task_key = tasks_[static_cast<size_t>(plan.task_index)].task.id;
+    for (size_t i = 0; i < samples->size(); ++i) {
+      StoredSample& s = (*samples)[i];
+      s.sample.advantage = advantages[i];
+      if (s.sample.status == "completed") rows.push_back({s.sample.sample_id, advantages[i]});
+      if (s.sample.status != "completed" && config_.rewards.failed == "exclude") continue;
+      group.samples.push_back(std::move(s.sample));
+    }
+    if (Status st = store::RecordAdvantages(db, rows); !st.ok() && first_error_.ok()) first_error_ = st;
+    summary_.groups_done += 1;
+    if (!group.samples.empty()) (void)queue_.Add(std::move(group));
+  }
+}
+
+void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
+  const JobTask& job_task = tasks_[static_cast<size_t>(ticket.task_index)];
+  const Task& task = job_task.task;
+  store::NewSample row;
+  row.task_id = job_task.store_id;
+  row.group_id = ticket.group_id;
+  row.effort = ticket.effort;
+  row.scaffold = scaffold_->name();
+  Result<int64_t> sample_id = store::InsertSample(db, row);
+  if (sample_id.ok()) {
+    if (Status s = store::StartSample(db, *sample_id); !s.ok()) sample_id = s;
+  }
+  if (!sample_id.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_error_.ok()) first_error_ = sample_id.status().Wrap("store sample of " + task.id);
+    stop_ = true;
+    cv_.notify_all();
+    return;
+  }
+
+  EpisodeOptions episode_options;
+  episode_options.effort = ticket.effort;
+  episode_options.max_turns = static_cast<int>(config_.rollout.max_turns);
+  episode_options.max_tokens = config_.rollout.max_tokens;
+  episode_options.temperature = config_.rollout.temperature;
+  episode_options.seed = SampleSeed(config_.tasks.seed, ticket);
+  episode_options.tool_timeout = config_.sandbox.exec_timeout;
+  episode_options.cancel = &cancel_episodes_;
+  if (config_.scheduler.sample_timeout.count() > 0) {
+    episode_options.deadline = Clock::now() + config_.scheduler.sample_timeout;
+  }
+  Result<Episode> episode = Status::Internal("not run");
+  std::string sandbox_id;
+  {
+    auto workspace = SandboxWorkspace::Create(*manager_, spec_);
+    if (workspace.ok()) {
+      sandbox_id = (*workspace)->id();
+      episode = RunEpisode(*engine_, *tokenizer_, *scaffold_, task, **workspace, episode_options);
+    } else {
+      episode = workspace.status();
+    }
+  }
+
+  store::SampleOutcome outcome;
+  outcome.sample_id = *sample_id;
+  std::vector<store::Turn> turns;
+  int64_t generated = 0;
+  bool failed = false;
+  if (!episode.ok()) {
+    // The environment or the machinery broke: a failed sample, flagged so
+    // the trainer never learns from it (the report's repercussion signal).
+    failed = true;
+    outcome.status = store::SampleStatus::kFailed;
+    outcome.error = episode.status().ToString();
+  } else if (episode->stop_reason == "cancelled") {
+    outcome.status = store::SampleStatus::kAborted;
+    outcome.error = "cancelled: the job stopped";
+  } else {
+    const Episode& e = *episode;
+    for (uint8_t s : e.sampled) generated += s;
+    const int64_t l = e.reasoning_tokens();
+    const double verifier = e.verdict.success ? 1.0 : 0.0;
+    const double length = LengthReward(length_params_, ticket.effort, l);
+    outcome.reward = verifier + length;
+    outcome.reward_parts_json = nlohmann::json{{"verifier", verifier}, {"length", length}}.dump();
+    outcome.reasoning_tokens = l;
+    outcome.total_tokens = static_cast<int64_t>(e.tokens.size());
+    for (const EpisodeTurn& t : e.turns) {
+      outcome.generate_ms += t.generate_ms;
+      outcome.tool_ms += t.tool_ms;
+    }
+    outcome.verify_ms = e.verify_ms;
+    int32_t first = -1, last = -1;
+    for (int32_t v : e.versions) {
+      if (v < 0) continue;
+      if (first < 0) first = v;
+      last = v;
+    }
+    if (first >= 0) {
+      outcome.first_policy_version = first;
+      outcome.last_policy_version = last;
+    }
+    if (e.stop_reason == "deadline") {
+      failed = true;
+      outcome.status = store::SampleStatus::kFailed;
+      outcome.error = "deadline: the sample ran past scheduler.sample_timeout";
+    } else {
+      outcome.status = store::SampleStatus::kCompleted;
+      if (!e.verdict.success) outcome.error.clear();
+    }
+    turns = TrajectoryTurns(*sample_id, e, *tokenizer_, engine_->weight_version(), config_.scheduler.max_staleness);
+  }
+  if (!sandbox_id.empty()) {
+    store::SandboxEvent event;
+    event.sandbox_id = sandbox_id;
+    event.sample_id = *sample_id;
+    event.kind = store::SandboxEventKind::kDestroyed;
+    (void)store::RecordSandboxEvent(db, event);
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (outcome.status == store::SampleStatus::kAborted) {
+    // Stopped by the job: not finished; a resume runs it again.
+    if (Status s = store::CompleteSample(db, outcome, {}); !s.ok() && first_error_.ok()) first_error_ = s;
+    cv_.notify_all();
+    return;
+  }
+  const bool kept = scheduler_->Finish(ticket, generated, failed);
+  if (!kept) {
+    outcome.status = store::SampleStatus::kAborted;
+    outcome.error = "warm-up drop: " + std::to_string(generated) + " tokens, under scheduler.warmup_min_tokens";
+  }
+  if (Status s = store::CompleteSample(db, outcome, kept ? turns : std::vector<store::Turn>{}); !s.ok()) {
+    if (first_error_.ok()) first_error_ = s;
+    stop_ = true;
+  }
+  if (kept) {
+    summary_.samples_done += 1;
+    EffortSummary& e = summary_.by_effort[ticket.effort];
+    e.samples += 1;
+    e.failed += failed ? 1 : 0;
+    e.successes += episode.ok() && episode->verdict.success && !failed ? 1 : 0;
+    e.reward_sum += outcome.reward.value_or(0.0);
+    e.reasoning_tokens += outcome.reasoning_tokens;
+  } else {
+    summary_.samples_dropped += 1;
+  }
+  FinishGroups(db, scheduler_->TakeFinishedGroups());
+  cv_.notify_all();
+}
+
+void Job::Worker() {
+  auto db = store::OpenStore(config_.store_path);
+  if (!db.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_error_.ok()) first_error_ = db.status();
+    stop_ = true;
+    cv_.notify_all();
+    return;
+  }
+  while (true) {
+    std::optional<SampleTicket> ticket;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!Stopping() && !scheduler_->done() && !(ticket = scheduler_->Next(Clock::now()))) {
+        // Woken by a finished sample or a consumed batch; the timeout covers
+        // rate limits, which open with time alone.
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+      }
+    }
+    if (!ticket) return;
+    RunSample(**db, *ticket);
+  }
+}
+
+std::string Job::StatusLine(double seconds) {
+  std::string line = "samples " + std::to_string(summary_.samples_done) + " (" +
+                     Fixed(seconds > 0 ? static_cast<double>(summary_.samples_done) / seconds : 0.0, 2) + "/s)  groups " +
+                     std::to_string(summary_.groups_done) + "/" + std::to_string(summary_.groups_total) + "  reward";
+  for (const auto& [effort, e] : summary_.by_effort) {
+    line += " b=" + std::to_string(effort) + ":" + Fixed(e.samples ? e.reward_sum / static_cast<double>(e.samples) : 0.0, 2);
+  }
+  const engine::EngineStats stats = engine_->Stats();
+  line += "  version " + std::to_string(engine_->weight_version()) + "  in flight " +
+          std::to_string(scheduler_->in_flight()) + "  engine " +
+          Fixed(seconds > 0 ? static_cast<double>(stats.generated_tokens) / seconds : 0.0, 0) + " tok/s  busy " +
+          Fixed(polls_ ? 100.0 * static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0, 0) + "%";
+  return line;
+}
+
+void Job::Monitor() {
+  const auto start = Clock::now();
+  auto next_status = start + options_.status_interval;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::milliseconds(20), [&] {
+            return Stopping() || (scheduler_->done() && scheduler_->in_flight() == 0);
+          })) {
+        return;
+      }
+      const engine::EngineStats stats = engine_->Stats();
+      ++polls_;
+      if (stats.running + stats.waiting > 0) {
+        ++busy_polls_;
+        running_sum_ += stats.running;
+      }
+      const int64_t consumed = queue_.Stats().consumed;
+      if (consumed > consumed_seen_) {
+        scheduler_->Consumed(consumed - consumed_seen_);
+        consumed_seen_ = consumed;
+        cv_.notify_all();
+      }
+      if (options_.on_status && Clock::now() >= next_status) {
+        next_status += options_.status_interval;
+        options_.on_status(StatusLine(std::chrono::duration<double>(Clock::now() - start).count()));
+      }
+    }
+  }
+}
+
+Result<RlJobSummary> Job::Run() {
+  FR_RETURN_IF_ERROR(Open());
+  if (config_.training.enabled) {
+    FR_ASSIGN_OR_RETURN(std::string token, LoadTokenFile(config_.trainer_api.token_file));
+    TrainerApiOptions api;
+    const std::string& listen = config_.trainer_api.listen;
+    const size_t colon = listen.rfind(':');
+    if (colon == std::string::npos) return Status::InvalidArgument("trainer_api.listen: want HOST:PORT, got " + listen);
+    api.http.host = listen.substr(0, colon);
+    api.http.port = std::atoi(listen.c_str() + colon + 1);
+    api.http.bearer_token = token;
+    api.on_weights = [](const std::string& path, int64_t) -> Status {
+      return Status::Unimplemented("POST /v1/weights: loading " + path + " into the job's engine is not built yet");
+    };
+    api.status = [this]() -> Json {
+      std::lock_guard<std::mutex> lock(mu_);
+      return summary_.ToJson();
+    };
+    FR_ASSIGN_OR_RETURN(trainer_api_, TrainerApi::Start(&queue_, api));
+    log::Info("trainer API listening", {{"url", trainer_api_->base_url()}});
+  }
+  const auto start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int64_t i = 0; i < config_.scheduler.max_in_flight; ++i) workers.emplace_back([this] { Worker(); });
+  std::thread monitor([this] { Monitor(); });
+  for (std::thread& w : workers) w.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;  // ends the monitor
+    cv_.notify_all();
+  }
+  monitor.join();
+  if (trainer_api_) trainer_api_->Stop();
+  queue_.Close();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!first_error_.ok()) {
+    (void)store::SetJobStatus(*db_, job_id_, store::JobStatus::kFailed);
+    return first_error_;
+  }
+  const bool finished = scheduler_->done();
+  FR_RETURN_IF_ERROR(store::SetJobStatus(*db_, job_id_, finished ? store::JobStatus::kCompleted : store::JobStatus::kPaused));
+  summary_.status = finished ? "completed" : "paused";
+  summary_.samples_dropped = scheduler_->samples_dropped();
+  summary_.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  summary_.busy_fraction = polls_ ? static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0;
+  summary_.mean_batch = busy_polls_ ? static_cast<double>(running_sum_) / static_cast<double>(busy_polls_) : 0.0;
+  summary_.engine_tokens_per_second =
+      summary_.wall_seconds > 0 ? static_cast<double>(engine_->Stats().generated_tokens) / summary_.wall_seconds : 0.0;
+  return summary_;
+}
+
+}  // namespace
+
+std::string RlJobSummary::ToText() const {
+  std::string text = "job " + std::to_string(job_id) + " " + status + ": " + std::to_string(groups_done) + "/" +
+                     std::to_string(groups_total) + " groups, " + std::to_string(samples_done) + " samples (" +
+                     std::to_string(samples_dropped) + " dropped in warm-up) in " + Fixed(wall_seconds, 1) + " s\n";
+  text += "engine: busy " + Fixed(100 * busy_fraction, 1) + "% of the time, mean batch " + Fixed(mean_batch, 1) +
+          " sequences, " + Fixed(engine_tokens_per_second, 0) + " generated tokens/s\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "%8s %8s %8s %8s %12s %18s\n", "effort", "samples", "success", "failed",
+                "mean reward", "reasoning tokens");
+  text += line;
+  for (const auto& [effort, e] : by_effort) {
+    const double n = e.samples ? static_cast<double>(e.samples) : 1.0;
+    std::snprintf(line, sizeof(line), "%8d %8lld %7.1f%% %8lld %12.3f %18.1f\n", effort,
+                  static_cast<long long>(e.samples), 100.0 * static_cast<double>(e.successes) / n,
+                  static_cast<long long>(e.failed), e.reward_sum / n, static_cast<double>(e.reasoning_tokens) / n);
+    text += line;
+  }
+  return text;
+}
+
+Json RlJobSummary::ToJson() const {
+  Json by = Json::object();
+  for (const auto& [effort, e] : by_effort) {
+    const double n = e.samples ? static_cast<double>(e.samples) : 1.0;
+    by[std::to_string(effort)] = {{"samples", e.samples},
+                                  {"success_rate", static_cast<double>(e.successes) / n},
+                                  {"failed", e.failed},
+                                  {"mean_reward", e.reward_sum / n},
+                                  {"mean_reasoning_tokens", static_cast<double>(e.reasoning_tokens) / n}};
+  }
+  return {{"job_id", job_id},       {"status", status},
+          {"groups_done", groups_done}, {"groups_total", groups_total},
+          {"samples_done", samples_done}, {"samples_dropped", samples_dropped},
+          {"wall_seconds", wall_seconds}, {"busy_fraction", busy_fraction},
+          {"mean_batch", mean_batch},   {"engine_tokens_per_second", engine_tokens_per_second},
+          {"by_effort", by}};
+}
+
+Result<RlJobSummary> RunRlJob(const JobConfig& config, const RlJobOptions& options) {
+  Job job(config, options);
+  return job.Run();
+}
+
+}  // namespace flashroll

@@ -1,0 +1,67 @@
+// The RL job: tasks -> SampleScheduler -> episodes (the embedded engine,
+// one sandbox per episode) -> rewards -> store -> complete groups with
+// group-relative advantages -> the trainer's BatchQueue.
+//
+// Every sample is written to the store as it finishes (its turns, reward
+// parts, timings) in one transaction, so `flashroll run --resume` after a
+// SIGKILL re-runs only samples that had not finished: finished ones are
+// never lost or duplicated. A group's advantages are computed from the
+// store once its last sample finished, so a resumed group mixes old and new
+// samples correctly.
+//
+// Weights published through the trainer API are swapped into the engine
+// at the next token boundary: running samples continue on the new weights
+// without re-prefill, each token keeping the version that produced it.
+//
+// Thread safety: RunRlJob runs the job on its own threads and returns when
+// it has finished or was stopped (Stop() from any thread, e.g. a signal).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "scheduler/job_config.h"
+
+namespace flashroll {
+
+struct EffortSummary {
+  int64_t samples = 0, successes = 0, failed = 0;
+  double reward_sum = 0;
+  int64_t reasoning_tokens = 0;
+};
+
+struct RlJobSummary {
+  int64_t job_id = 0;
+  std::string status;  // "completed" or "paused" (stopped; resume with --resume)
+  int64_t groups_done = 0, groups_total = 0;
+  int64_t samples_done = 0, samples_dropped = 0;
+  double wall_seconds = 0;
+  double busy_fraction = 0;  // share of wall time the engine had work
+  double mean_batch = 0;     // mean running sequences while busy
+  double engine_tokens_per_second = 0;
+  std::map<int, EffortSummary> by_effort;
+
+  std::string ToText() const;
+  Json ToJson() const;
+};
+
+struct RlJobOptions {
+  std::string config_yaml;  // stored with the job
+  std::string resume;       // a job name or id to resume; empty: a new job
+  // Called once the job has an id (before any sample runs).
+  std::function<void(int64_t job_id)> on_started;
+  // Called about every `status_interval` with a one-line status.
+  std::function<void(const std::string& line)> on_status;
+  std::chrono::milliseconds status_interval{2000};
+  const std::atomic<bool>* stop = nullptr;  // set to stop early (the job pauses)
+};
+
+Result<RlJobSummary> RunRlJob(const JobConfig& config, const RlJobOptions& options);
+
+}  // namespace flashroll
