@@ -1,0 +1,169 @@
+#include "scheduler/trainer_api.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "scheduler/batch_format.h"
+
+namespace flashroll {
+namespace {
+
+constexpr double kMaxPollSeconds = 600;
+constexpr double kDefaultPollSeconds = 30;
+
+Status BadQuery(std::string_view name, const std::string& why) {
+  return Status::InvalidArgument("query parameter " + std::string(name) + ": " + why);
+}
+
+// The value of query parameter `name` as a whole number, or `fallback` when absent.
+Result<uint64_t> QueryCount(const HttpRequest& request, std::string_view name, uint64_t fallback) {
+  std::optional<std::string> text = request.Query(name);
+  if (!text) return fallback;
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (text->empty() || error != std::errc() || end != text->data() + text->size()) {
+    return BadQuery(name, "expected a whole number, got \"" + *text + "\"");
+  }
+  return value;
+}
+
+struct PollRequest {
+  size_t min_groups = 1;
+  size_t max_groups = 1;
+  std::chrono::milliseconds timeout{0};
+  bool binary = false;
+};
+
+Result<PollRequest> ParsePollRequest(const HttpRequest& request) {
+  // A misspelt parameter silently taking its default would be a puzzle.
+  for (const auto& [name, value] : request.query) {
+    if (name != "min_groups" && name != "max_groups" && name != "timeout" && name != "format") {
+      return BadQuery(name, "unknown (known: min_groups, max_groups, timeout, format)");
+    }
+  }
+  PollRequest poll;
+  FR_ASSIGN_OR_RETURN(uint64_t min_groups, QueryCount(request, "min_groups", 1));
+  FR_ASSIGN_OR_RETURN(uint64_t max_groups, QueryCount(request, "max_groups", min_groups));
+  if (min_groups < 1) return BadQuery("min_groups", "must be at least 1, got 0");
+  if (min_groups > max_groups) {
+    return BadQuery("min_groups", std::to_string(min_groups) + " is more than max_groups " +
+                                      std::to_string(max_groups));
+  }
+  poll.min_groups = min_groups;
+  poll.max_groups = max_groups;
+
+  double seconds = kDefaultPollSeconds;
+  if (std::optional<std::string> text = request.Query("timeout")) {
+    auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), seconds);
+    // The negated range test also rejects NaN.
+    if (text->empty() || error != std::errc() || end != text->data() + text->size() ||
+        !(seconds >= 0 && seconds <= kMaxPollSeconds)) {
+      return BadQuery("timeout", "expected seconds between 0 and 600, got \"" + *text + "\"");
+    }
+  }
+  poll.timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+
+  const std::string format = request.Query("format").value_or("json");
+  if (format != "json" && format != "binary") {
+    return BadQuery("format", "expected \"json\" or \"binary\", got \"" + format + "\"");
+  }
+  poll.binary = format == "binary";
+  return poll;
+}
+
+}  // namespace
+
+TrainerApi::TrainerApi(BatchQueue* queue, TrainerApiOptions options)
+    : queue_(queue),
+      on_weights_(std::move(options.on_weights)),
+      status_(std::move(options.status)),
+      server_(std::move(options.http)) {}
+
+TrainerApi::~TrainerApi() { Stop(); }
+
+Result<std::unique_ptr<TrainerApi>> TrainerApi::Start(BatchQueue* queue,
+                                                      TrainerApiOptions options) {
+  // Leases and weights must not be open to anyone who can reach the port.
+  if (options.http.bearer_token.empty()) {
+    return Status::InvalidArgument("trainer api: http.bearer_token is empty; it is required");
+  }
+  if (!options.on_weights) return Status::InvalidArgument("trainer api: on_weights is not set");
+  if (!options.status) return Status::InvalidArgument("trainer api: status is not set");
+
+  std::unique_ptr<TrainerApi> api(new TrainerApi(queue, std::move(options)));
+  TrainerApi* self = api.get();
+  HttpServer& server = api->server_;
+  server.HandleRaw(HttpMethod::kGet, "/v1/batches",
+                   [self](const HttpRequest& r) { return self->GetBatches(r); });
+  server.HandleJson(HttpMethod::kPost, "/v1/batches/:lease/ack",
+                    [self](const HttpRequest& r) { return self->AckBatch(r); });
+  server.HandleJson(HttpMethod::kPost, "/v1/weights",
+                    [self](const HttpRequest& r) { return self->PostWeights(r); });
+  server.HandleJson(HttpMethod::kGet, "/v1/status",
+                    [self](const HttpRequest&) -> Result<Json> { return self->status_(); });
+  FR_RETURN_IF_ERROR(server.Start());
+  return api;
+}
+
+void TrainerApi::Stop() {
+  stopping_.store(true);
+  server_.Stop();
+}
+
+Result<HttpResponse> TrainerApi::GetBatches(const HttpRequest& request) {
+  FR_ASSIGN_OR_RETURN(PollRequest poll, ParsePollRequest(request));
+  const auto deadline = std::chrono::steady_clock::now() + poll.timeout;
+  // The wait is cut into slices so that Stop(), which waits for requests in
+  // flight, is not held up by a poll that may last ten minutes.
+  while (true) {
+    // Stop() has already shut the connection down; this reply goes nowhere
+    // and only ends the handler.
+    if (stopping_.load()) return Status::Unavailable("trainer api is stopping");
+    // Rounded up, so that the slices add up to no less than the timeout.
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto slice = std::clamp(left, std::chrono::milliseconds(0), kStopCheckInterval);
+    FR_ASSIGN_OR_RETURN(BatchLease lease, queue_->Lease(poll.min_groups, poll.max_groups, slice));
+    if (!lease.id.empty()) {
+      HttpResponse reply;
+      if (poll.binary) {
+        reply.body = EncodeBatchBinary(lease);
+      } else {
+        reply.content_type = "application/json";
+        reply.body = DumpJson(BatchToJson(lease));
+      }
+      return reply;
+    }
+    if (left <= slice) break;
+  }
+  HttpResponse timed_out;
+  timed_out.status = 204;
+  return timed_out;
+}
+
+Result<Json> TrainerApi::AckBatch(const HttpRequest& request) {
+  const std::string& lease = request.Param("lease");
+  FR_RETURN_IF_ERROR(queue_->Ack(lease));
+  return Json{{"lease", lease}};
+}
+
+Result<Json> TrainerApi::PostWeights(const HttpRequest& request) {
+  const JsonView body = request.Body();
+  FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"path", "version"}));
+  FR_ASSIGN_OR_RETURN(std::string path, body.GetString("path"));
+  FR_ASSIGN_OR_RETURN(int64_t version, body.GetInt("version"));
+  if (path.empty()) return Status::InvalidArgument("body.path: empty");
+  if (version < 0) {
+    return Status::InvalidArgument("body.version: must be at least 0, got " +
+                                   std::to_string(version));
+  }
+  FR_RETURN_IF_ERROR(
+      on_weights_(path, version).Wrap("weights version " + std::to_string(version) + " at " + path));
+  return Json{{"path", path}, {"version", version}};
+}
+
+}  // namespace flashroll

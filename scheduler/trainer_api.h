@@ -1,0 +1,92 @@
+// TrainerApi: the HTTP API through which a trainer takes the RL job's
+// finished TrainingGroups (leased from a BatchQueue, acknowledged once
+// consumed), hands new weights back to the job, and reads its status.
+// docs/TRAINER_API.md is the client author's description.
+//
+//   GET  /v1/batches?min_groups=N&max_groups=M&timeout=S&format=json|binary
+//        long poll: 200 with a lease (BatchToJson or EncodeBatchBinary), or
+//        204 with no body once `timeout` seconds pass without min_groups
+//        groups queued. Defaults: min_groups 1, max_groups = min_groups,
+//        timeout 30, format json. 400 naming the parameter for
+//        min_groups < 1 or > max_groups, a timeout outside [0, 600], an
+//        unknown format or an unknown parameter; 409 once the queue is
+//        closed and empty.
+//   POST /v1/batches/{lease}/ack  -> 200 {"lease": id}; 409 expired; 404 unknown
+//   POST /v1/weights {"path": string, "version": int >= 0}
+//        -> 200 {"path", "version"} once on_weights accepted them; its error
+//        Status otherwise (HttpStatusFromCode); 400 naming a missing,
+//        mistyped or unknown field
+//   GET  /v1/status -> 200 with the status callback's JSON
+//
+// Every route requires the bearer token: 401 without it or with another.
+//
+// Thread safety: the callbacks run on the HTTP server's worker threads,
+// possibly several at once, so they must be thread-safe. Stop() may be
+// called from any one thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/http.h"
+#include "common/json.h"
+#include "common/status.h"
+#include "scheduler/batch_queue.h"
+
+namespace flashroll {
+
+using WeightsCallback = std::function<Status(const std::string& path, int64_t version)>;
+
+struct TrainerApiOptions {
+  // Where and how to serve; bearer_token must not be empty.
+  HttpServerOptions http;
+  // POST /v1/weights: the trainer saved weights `version` at `path`.
+  WeightsCallback on_weights;
+  // GET /v1/status: the job's status (queue counters, step, versions, ...).
+  std::function<Json()> status;
+};
+
+class TrainerApi {
+ public:
+  // Serves `queue` (which must outlive the API) until Stop(). Errors:
+  // kInvalidArgument for an empty bearer token or a missing callback
+  // (naming it); HttpServer::Start's errors (e.g. the port is taken).
+  static Result<std::unique_ptr<TrainerApi>> Start(BatchQueue* queue, TrainerApiOptions options);
+
+  TrainerApi(const TrainerApi&) = delete;
+  TrainerApi& operator=(const TrainerApi&) = delete;
+  ~TrainerApi();
+
+  // Stops serving. Like HttpServer::Stop it closes the connections it
+  // serves and waits for the handlers in flight; a long poll notices within
+  // kStopCheckInterval rather than holding Stop() for up to its timeout, and
+  // leaves the queue as it was.
+  void Stop();
+
+  int port() const { return server_.port(); }
+  std::string base_url() const { return server_.base_url(); }
+
+  // How often a long poll looks up from the queue to see whether Stop() was
+  // called.
+  static constexpr std::chrono::milliseconds kStopCheckInterval{200};
+
+ private:
+  TrainerApi(BatchQueue* queue, TrainerApiOptions options);
+
+  Result<HttpResponse> GetBatches(const HttpRequest& request);
+  Result<Json> AckBatch(const HttpRequest& request);
+  Result<Json> PostWeights(const HttpRequest& request);
+
+  // Constant after construction.
+  BatchQueue* const queue_;
+  const WeightsCallback on_weights_;
+  const std::function<Json()> status_;
+
+  std::atomic<bool> stopping_{false};
+  HttpServer server_;
+};
+
+}  // namespace flashroll
