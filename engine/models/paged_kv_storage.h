@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct KvLayout {
   int64_t HalfBlockBytes() const { return num_kv_heads * block_size * head_dim * ElementBytes(); }
   // Bytes of one block over all layers, keys and values.
   int64_t BlockBytes() const { return 2 * num_layers * HalfBlockBytes(); }
+  // Bytes of one token over all layers, keys and values.
+  int64_t TokenBytes() const { return 2 * num_layers * num_kv_heads * head_dim * ElementBytes(); }
+  bool operator==(const KvLayout&) const = default;
 };
 
 class PagedKvStorage {
@@ -50,6 +54,16 @@ class PagedKvStorage {
   void Resize(int64_t num_blocks);
   // Copies every layer's keys and values of block `from` into block `to`.
   void CopyBlock(int32_t from, int32_t to);
+
+  // The keys and values of the first `tokens` positions of a sequence whose
+  // block table is `blocks`, copied out to `out` (ExportTokens) or in from
+  // `in` (ImportTokens), laid out [layer][keys, values][kv_head][token]
+  // [head_dim]: the same bytes whatever the block size or block ids, so a
+  // sequence saved from one block table loads into any other. The buffer
+  // holds tokens * layout().TokenBytes() bytes; `blocks` covers `tokens`
+  // positions.
+  void ExportTokens(std::span<const int32_t> blocks, int64_t tokens, uint8_t* out) const;
+  void ImportTokens(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* in);
 
   // The first byte of layer `layer`'s key (value) blocks; block b starts
   // HalfBlockBytes() * b bytes further.

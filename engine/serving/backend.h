@@ -10,7 +10,9 @@
 // Thread safety: none; the engine loop thread owns its backend.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 
 #include "common/status.h"
 #include "engine/models/forward_batch.h"
@@ -27,6 +29,11 @@ class Backend {
   virtual Status AllocateKv(const KvLayout& layout, int64_t num_blocks) = 0;
   // Copies block `from` into block `to` in every layer (copy-on-write).
   virtual void CopyKvBlock(int32_t from, int32_t to) = 0;
+  // The KV of a sequence's first `tokens` positions (block table `blocks`)
+  // copied out to, or in from, host memory laid out as
+  // PagedKvStorage::ExportTokens says (pausing a sequence to disk).
+  virtual void ExportKv(std::span<const int32_t> blocks, int64_t tokens, uint8_t* out) const = 0;
+  virtual void ImportKv(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* in) = 0;
   // Runs one batch; logits receives [batch.logit_rows.size()][vocab].
   virtual Status Forward(const ForwardBatch& batch, float* logits, Routing* routing) = 0;
   // Runs later batches on `model` (same shapes; a weight swap). The KV

@@ -19,6 +19,14 @@ class CpuBackend : public Backend {
 
   void CopyKvBlock(int32_t from, int32_t to) override { storage_->CopyBlock(from, to); }
 
+  void ExportKv(std::span<const int32_t> blocks, int64_t tokens, uint8_t* out) const override {
+    storage_->ExportTokens(blocks, tokens, out);
+  }
+
+  void ImportKv(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* in) override {
+    storage_->ImportTokens(blocks, tokens, in);
+  }
+
   void SetModel(const Model& model) override { model_ = &model; }
 
   Status Forward(const ForwardBatch& batch, float* logits, Routing* routing) override {
