@@ -1,14 +1,21 @@
 #include "engine/serving/engine.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <thread>
 #include <unordered_map>
 
+#include "common/log.h"
 #include "engine/kernels/cpu_threads.h"
 #include "engine/serving/backend.h"
 #include "engine/serving/block_manager.h"
+#include "engine/serving/sequence_file.h"
 #include "engine/serving/step_scheduler.h"
 
 namespace flashroll::engine {
@@ -64,6 +71,7 @@ std::vector<Choice> RequestStream::Collect() {
     if (e->finish != FinishReason::kNone) {
       c.finish = e->finish;
       c.stop_string = e->stop_string;
+      c.error = e->error;
     }
   }
   return choices;
@@ -109,6 +117,7 @@ struct Engine::State {
   std::unique_ptr<Sampler> sampler;
   std::vector<float> logits;
   ForwardBatch batch;
+  KvLayout kv_layout;
   std::atomic<int64_t> version{0};
   std::shared_ptr<Model> swapped;  // the weights swapped in last (the first are the caller's)
   uint64_t base_salt = 0;
@@ -142,7 +151,28 @@ struct Engine::State {
   std::unique_ptr<Sequence> NewSequence(Request* req, int32_t choice);
   // Ends a sequence: out of the batch, blocks released, forgotten by id.
   void Retire(Request* req, Sequence* seq);
+  // Out of the scheduler and forgotten by id; its blocks and file are freed.
+  void Drop(Sequence* seq);
+  // Writes the sequence file of a sequence about to be paused to disk.
+  Status Persist(Sequence* seq);
+  // Reads a sequence paused to disk back into fresh blocks (or, when too few
+  // are free, leaves it to be recomputed) and deletes its file.
+  Status Restore(Sequence* seq);
+  // Ends a choice with kAbort and `why` in its last event.
+  void Fail(Sequence* seq, const Status& why);
 };
+
+namespace {
+
+// A sequence file nobody needs any more. Nobody is left to tell when it
+// cannot be removed but the log.
+void RemoveSequenceFile(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    log::Warn("cannot remove a sequence file", {{"path", path}, {"error", std::strerror(errno)}});
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<Sequence> Engine::State::NewSequence(Request* req, int32_t choice) {
   auto seq = std::make_unique<Sequence>();
@@ -155,10 +185,85 @@ std::unique_ptr<Sequence> Engine::State::NewSequence(Request* req, int32_t choic
 }
 
 void Engine::State::Retire(Request* req, Sequence* seq) {
-  scheduler->Remove(seq);
-  live.erase(seq->id);
+  Drop(seq);
   req->done[seq->choice] = true;
   ++req->finished;
+}
+
+void Engine::State::Drop(Sequence* seq) {
+  scheduler->Remove(seq);
+  live.erase(seq->id);
+  if (!seq->persisted.empty()) RemoveSequenceFile(std::exchange(seq->persisted, std::string()));
+}
+
+Status Engine::State::Persist(Sequence* seq) {
+  SequenceSnapshot snap;
+  snap.sequence_id = seq->id;
+  snap.choice = seq->choice;
+  snap.scoring = seq->scoring;
+  snap.weight_version = version.load();
+  snap.layout = kv_layout;
+  snap.prompt_len = seq->prompt_len;
+  snap.computed = seq->computed;
+  snap.tokens = seq->tokens;
+  snap.hashes = seq->hashes;
+  const size_t bytes = static_cast<size_t>(seq->computed * kv_layout.TokenBytes());
+  std::unique_ptr<uint8_t[]> kv(new uint8_t[bytes]);  // left uninitialised: written over at once
+  backend->ExportKv(seq->blocks, seq->computed, kv.get());
+  snap.kv = std::span<const uint8_t>(kv.get(), bytes);
+  const std::string path = SequenceFilePath(options.persist_dir, seq->id);
+  FR_RETURN_IF_ERROR(WriteSequenceFile(path, snap));
+  seq->persisted = path;
+  return Status::Ok();
+}
+
+Status Engine::State::Restore(Sequence* seq) {
+  const std::string path = std::exchange(seq->persisted, std::string());
+  Result<SequenceSnapshot> read = ReadSequenceFile(path);
+  RemoveSequenceFile(path);  // whether it reads or not, it is spent
+  if (!read.ok()) return read.status();
+  const SequenceSnapshot& snap = *read;
+  const std::string where = "sequence file " + path + ": ";
+  if (snap.layout != kv_layout) {
+    return Status::Corruption(where + "holds KV of " + std::to_string(snap.layout.num_layers) + " layers x " +
+                              std::to_string(snap.layout.num_kv_heads) + " heads x " +
+                              std::to_string(snap.layout.head_dim) + " " + KvDTypeName(snap.layout.dtype) +
+                              " in blocks of " + std::to_string(snap.layout.block_size) + ", not the engine's " +
+                              std::to_string(kv_layout.num_layers) + " x " + std::to_string(kv_layout.num_kv_heads) +
+                              " x " + std::to_string(kv_layout.head_dim) + " " + KvDTypeName(kv_layout.dtype) +
+                              " in blocks of " + std::to_string(kv_layout.block_size));
+  }
+  if (snap.sequence_id != seq->id || snap.choice != seq->choice || snap.scoring != seq->scoring ||
+      snap.prompt_len != seq->prompt_len || snap.tokens != seq->tokens) {
+    return Status::Corruption(where + "holds sequence " + std::to_string(snap.sequence_id) + " (" +
+                              std::to_string(snap.tokens.size()) + " tokens), not paused sequence " +
+                              std::to_string(seq->id) + " (" + std::to_string(seq->tokens.size()) + " tokens)");
+  }
+  const int64_t bs = kv_layout.block_size;
+  const int64_t need = (snap.computed + bs - 1) / bs;
+  if (blocks->available() < need) return Status::Ok();  // recomputed once resumed, like a preempted sequence
+  for (int64_t b = 0; b < need; ++b) seq->blocks.push_back(blocks->Allocate());
+  backend->ImportKv(seq->blocks, snap.computed, snap.kv.data());
+  seq->computed = snap.computed;
+  // The full blocks are known to the prefix cache again, as before the pause.
+  seq->hashes = snap.hashes;
+  for (size_t i = 0; i < seq->hashes.size(); ++i) {
+    blocks->Register(seq->blocks[i], seq->hashes[i],
+                     std::span<const int32_t>(seq->tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs)));
+  }
+  return Status::Ok();
+}
+
+void Engine::State::Fail(Sequence* seq, const Status& why) {
+  Request* req = static_cast<Request*>(seq->owner);
+  StreamEvent e;
+  e.choice = seq->choice;
+  e.sequence_id = seq->id;
+  e.finish = FinishReason::kAbort;
+  e.error = why.message();
+  Emit(req, std::move(e));
+  Retire(req, seq);
+  if (req->finished == req->params.n) requests.erase(req->id);
 }
 
 void Engine::State::Emit(Request* req, StreamEvent event) {
@@ -196,10 +301,7 @@ void Engine::State::Admit(std::unique_ptr<Request> req) {
 void Engine::State::CancelRequest(uint64_t id) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
-  for (auto& seq : it->second->seqs) {
-    scheduler->Remove(seq.get());
-    live.erase(seq->id);
-  }
+  for (auto& seq : it->second->seqs) Drop(seq.get());
   requests.erase(it);
 }
 
@@ -438,6 +540,10 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   }
   if (options.max_running < 1) return Status::InvalidArgument("max_running must be at least 1");
   if (options.max_batch_tokens < 1) return Status::InvalidArgument("max_batch_tokens must be at least 1");
+  struct stat dir;
+  if (!options.persist_dir.empty() && (::stat(options.persist_dir.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode))) {
+    return Status::InvalidArgument("persist_dir: " + options.persist_dir + " is not a directory");
+  }
   std::unique_ptr<Engine> engine(new Engine());
   engine->state_ = std::make_unique<State>();
   State& s = *engine->state_;
@@ -464,6 +570,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   s.backend = NewCpuBackend(model);
   FR_RETURN_IF_ERROR(s.backend->AllocateKv(layout, num_blocks));
+  s.kv_layout = layout;
   s.blocks = std::make_unique<BlockManager>(num_blocks, options.block_size, options.prefix_caching);
   StepOptions step;
   step.max_running = options.max_running;
@@ -574,12 +681,19 @@ Status Engine::RunOnLoop(std::function<Status()> fn) {
   return result.get();
 }
 
-Status Engine::Pause(uint64_t sequence_id) {
-  return RunOnLoop([this, sequence_id]() -> Status {
+Status Engine::Pause(uint64_t sequence_id, PauseOptions options) {
+  if (options.to_disk && state_->options.persist_dir.empty()) {
+    return Status::FailedPrecondition("pausing sequence " + std::to_string(sequence_id) +
+                                      " to disk needs the engine's persist_dir, which is not set");
+  }
+  return RunOnLoop([this, sequence_id, options]() -> Status {
     auto it = state_->live.find(sequence_id);
     if (it == state_->live.end()) return Status::NotFound("sequence " + std::to_string(sequence_id) + " is not running");
     if (it->second->paused) return Status::FailedPrecondition("sequence " + std::to_string(sequence_id) + " is already paused");
+    // Written before pausing: when the write fails the sequence runs on.
+    if (options.to_disk) FR_RETURN_IF_ERROR(state_->Persist(it->second));
     state_->scheduler->Pause(it->second);
+    if (options.to_disk) state_->scheduler->ReleaseBlocks(it->second);
     return Status::Ok();
   });
 }
@@ -589,7 +703,15 @@ Status Engine::Resume(uint64_t sequence_id) {
     auto it = state_->live.find(sequence_id);
     if (it == state_->live.end()) return Status::NotFound("sequence " + std::to_string(sequence_id) + " is not running");
     if (!it->second->paused) return Status::FailedPrecondition("sequence " + std::to_string(sequence_id) + " is not paused");
-    state_->scheduler->Resume(it->second);
+    Sequence* seq = it->second;
+    if (!seq->persisted.empty()) {
+      Status restored = state_->Restore(seq);
+      if (!restored.ok()) {
+        state_->Fail(seq, restored);
+        return restored;
+      }
+    }
+    state_->scheduler->Resume(seq);
     return Status::Ok();
   });
 }
@@ -605,6 +727,7 @@ Result<SequenceInfo> Engine::GetSequence(uint64_t sequence_id) {
     info.prompt_tokens = seq.prompt_len;
     info.generated_tokens = static_cast<int64_t>(seq.tokens.size()) - seq.prompt_len;
     info.kv_blocks = static_cast<int64_t>(seq.blocks.size());
+    info.on_disk = !seq.persisted.empty();
     return Status::Ok();
   });
   if (!st.ok()) return st;

@@ -16,6 +16,10 @@
 // tokens beyond the context, or beyond the whole KV pool) is refused at
 // Submit with an error naming the limit.
 //
+// A finished, cancelled or abandoned (RequestStream destroyed) choice frees
+// its KV blocks and deletes its sequence file, if paused to disk, at the next
+// step boundary.
+//
 // Thread safety: all public methods may be called from any thread.
 #pragma once
 
@@ -49,6 +53,15 @@ struct EngineOptions {
   int64_t max_model_len = 0;        // 0 = the model's max_position_embeddings
   bool prefix_caching = true;
   int64_t weight_version = 0;       // the version of the starting weights
+  // An existing directory, used by this engine alone, where sequences paused
+  // to disk are kept (sequence_file.h); empty: pausing to disk is refused.
+  std::string persist_dir;
+};
+
+struct PauseOptions {
+  // Also write the sequence's KV to a file in persist_dir and release its
+  // blocks; Resume reads it back.
+  bool to_disk = false;
 };
 
 struct GenerationRequest {
@@ -81,6 +94,7 @@ struct StreamEvent {
   std::string stop_string;                   // the stop string that matched, if any
   std::vector<float> vocab_logprobs;         // scoring with score_full_vocab: [vocab]
   int64_t version = 0;                       // the weight version that produced the token
+  std::string error;                         // with kAbort, why the choice failed, when it did
 };
 
 // The tokens and logprobs of one finished choice.
@@ -90,6 +104,7 @@ struct Choice {
   std::vector<int64_t> versions;      // the weight version of each token
   FinishReason finish = FinishReason::kNone;
   std::string stop_string;
+  std::string error;  // StreamEvent::error of the last event
 };
 
 // Where one sequence stands (Engine::GetSequence).
@@ -99,6 +114,7 @@ struct SequenceInfo {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t kv_blocks = 0;
+  bool on_disk = false;  // paused to disk: its KV is in a sequence file
 };
 
 struct EngineStats {
@@ -167,7 +183,19 @@ class Engine {
   // token count, so Resume continues exactly as if it had never stopped.
   // NotFound for an unknown or finished sequence; FailedPrecondition when it
   // is already paused (Pause) or not paused (Resume).
-  Status Pause(uint64_t sequence_id);
+  //
+  // With to_disk the sequence's KV is written to its sequence file in
+  // persist_dir (sequence_file.h; on the loop thread, so other sequences
+  // wait for the write) and its blocks are released. FailedPrecondition
+  // when persist_dir is empty; the write's error (naming the file) leaves
+  // the sequence running. Resume reads the file into fresh blocks and
+  // deletes it; with too few free blocks the sequence is recomputed instead,
+  // like a preempted one. A file that is damaged, truncated, of another
+  // format version, KV layout or sequence fails the sequence rather than
+  // resume it: Resume returns the error (kCorruption, naming the file and
+  // what is wrong), the choice ends with kAbort and that message in
+  // StreamEvent::error, and the file is deleted.
+  Status Pause(uint64_t sequence_id, PauseOptions options = {});
   Status Resume(uint64_t sequence_id);
   Result<SequenceInfo> GetSequence(uint64_t sequence_id);
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/serving/backend.h"
@@ -36,6 +37,7 @@ struct Sequence {
   bool scoring = false;            // logits wanted from position prompt_len - 1 on, nothing sampled
   void* owner = nullptr;           // the engine's request
   int32_t choice = 0;
+  std::string persisted;           // its sequence file while paused to disk
 };
 
 struct StepOptions {
@@ -63,6 +65,9 @@ class StepScheduler {
   // puts it back, running if it holds KV, else waiting.
   void Pause(Sequence* seq);
   void Resume(Sequence* seq);
+  // Releases a sequence's blocks (its KV saved elsewhere, or to be
+  // recomputed): nothing computed is left.
+  void ReleaseBlocks(Sequence* seq);
 
   // Plans the next step: allocates (and copies on write) the blocks every
   // planned token needs. Empty when nothing can run.
@@ -80,7 +85,6 @@ class StepScheduler {
  private:
   bool EnsureBlocks(Sequence* seq, int64_t upto);
   void Preempt(Sequence* seq);
-  void ReleaseBlocks(Sequence* seq);
 
   BlockManager* blocks_;
   Backend* backend_;
