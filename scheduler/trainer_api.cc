@@ -120,8 +120,7 @@ Result<HttpResponse> TrainerApi::GetBatches(const HttpRequest& request) {
   // The wait is cut into slices so that Stop(), which waits for requests in
   // flight, is not held up by a poll that may last ten minutes.
   while (true) {
-    // Stop() has already shut the connection down; this reply goes nowhere
-    // and only ends the handler.
+    // The trainer sees this 503, or the connection Stop() closes.
     if (stopping_.load()) return Status::Unavailable("trainer api is stopping");
     // Rounded up, so that the slices add up to no less than the timeout.
     const auto left =

@@ -62,8 +62,8 @@ class TrainerApi {
 
   // Stops serving. Like HttpServer::Stop it closes the connections it
   // serves and waits for the handlers in flight; a long poll notices within
-  // kStopCheckInterval rather than holding Stop() for up to its timeout, and
-  // leaves the queue as it was.
+  // kStopCheckInterval rather than holding Stop() for up to its timeout,
+  // ends with a 503 or the closed connection, and leaves the queue as it was.
   void Stop();
 
   int port() const { return server_.port(); }
