@@ -193,6 +193,21 @@ std::optional<ApiError> ReadGenerationParams(const Json& body, bool chat, Genera
   if (auto e = ReadBool(body, "return_token_ids", &p->return_token_ids)) return e;
   if (auto e = ReadBool(body, "ignore_eos", &p->ignore_eos)) return e;
 
+  int64_t version = 0;
+  if (auto e = ReadInt(body, "min_version", 0, INT64_MAX, &version, &present)) return e;
+  if (present) p->min_version = version;
+  int64_t timeout_ms = 0;
+  if (auto e = ReadInt(body, "min_version_timeout_ms", 0, INT32_MAX, &timeout_ms, &present)) return e;
+  if (present) {
+    if (!p->min_version) return InvalidRequest("min_version_timeout_ms", "needs min_version");
+    p->min_version_timeout = std::chrono::milliseconds(timeout_ms);
+  }
+  bool pin = false;
+  if (auto e = ReadBool(body, "pin_version", &pin)) return e;
+  // Serving an older version beside the newest would need two resident
+  // weight sets; the engine swaps one set in place.
+  if (pin) return InvalidRequest("pin_version", "this engine keeps one resident weight version");
+
   if (const Json* bias = Find(body, "logit_bias")) {
     if (!bias->is_object()) return InvalidRequest("logit_bias", "expected an object");
     if (!bias->empty()) return InvalidRequest("logit_bias", "not supported");
@@ -466,6 +481,17 @@ std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out) {
   if (out->format == ScoreFormat::kF32 && out->top_logprobs > 0) {
     return InvalidRequest("top_logprobs", "not returned with format \"f32\" (the body holds every token's logprob)");
   }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadWeightsRequest(const Json& body, WeightsRequest* out) {
+  if (!body.is_object()) return InvalidRequest("", "expected a JSON object");
+  if (!body.contains("path") || body["path"].is_null()) return InvalidRequest("path", "missing");
+  if (auto e = ReadString(body, "path", &out->path)) return e;
+  if (out->path.empty()) return InvalidRequest("path", "must not be empty");
+  bool present = false;
+  if (auto e = ReadInt(body, "version", 1, INT64_MAX, &out->version, &present)) return e;
+  if (!present) return InvalidRequest("version", "missing");
   return std::nullopt;
 }
 

@@ -13,6 +13,7 @@
 // Thread safety: free functions, reentrant.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -61,6 +62,11 @@ struct GenerationParams {
   int32_t top_logprobs = 0;      // alternatives per token, 0-20
   bool return_token_ids = false;  // vLLM's extension: token_ids per choice, prompt_token_ids
   bool ignore_eos = false;        // vLLM's extension
+  // Flashroll's: submit only once the engine serves weight version
+  // min_version or later, waiting at most min_version_timeout (forever when
+  // absent, or until the server stops). "pin_version": true is refused.
+  std::optional<int64_t> min_version;
+  std::optional<std::chrono::milliseconds> min_version_timeout;
 };
 
 struct CompletionRequest {
@@ -91,6 +97,13 @@ struct ScoreRequest {
   ScoreFormat format = ScoreFormat::kJson;
 };
 
+// POST /v1/weights: load the checkpoint directory `path` (relative to the
+// server's checkpoint root) as weight version `version`.
+struct WeightsRequest {
+  std::string path;
+  int64_t version = 0;  // at least 1
+};
+
 // Parses a request body as one JSON object. A malformed body gives
 // "malformed JSON: parse error at byte B (line L, column C): ...".
 std::optional<ApiError> ParseJsonBody(std::string_view body, Json* out);
@@ -103,5 +116,7 @@ std::optional<ApiError> ReadChatRequest(const Json& body, ChatRequest* out);
 // neither; top_logprobs only with json). Token ids are checked against the
 // vocabulary and the context by the server, which knows them.
 std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out);
+// A non-empty path and an integer version of at least 1, both required.
+std::optional<ApiError> ReadWeightsRequest(const Json& body, WeightsRequest* out);
 
 }  // namespace flashroll::engine

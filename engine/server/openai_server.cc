@@ -13,6 +13,7 @@
 #include "engine/server/openai_request.h"
 #include "engine/server/openai_response.h"
 #include "engine/server/tool_calls.h"
+#include "engine/serving/weight_loader.h"
 
 namespace flashroll::engine {
 namespace {
@@ -28,6 +29,7 @@ constexpr char kCompletionsPath[] = "/v1/completions";
 constexpr char kChatPath[] = "/v1/chat/completions";
 constexpr char kScorePath[] = "/v1/score";
 constexpr char kSequencesPath[] = "/v1/sequences";  // the metrics' label for /v1/sequences/{id}[/...]
+constexpr char kWeightsPath[] = "/v1/weights";
 // f32 score bodies are written in pieces of about this many bytes.
 constexpr size_t kBinaryChunkBytes = 1u << 20;
 
@@ -178,6 +180,8 @@ struct OpenAiServer::Impl {
   Status chat_format_error;
   ServerMetrics metrics;
   int64_t started_at = UnixNow();
+  // Declared before http, so destroyed after it: handlers use it.
+  std::unique_ptr<WeightLoader> weights;
   std::unique_ptr<HttpServer> http;
 
   void AddRoutes();
@@ -193,6 +197,9 @@ struct OpenAiServer::Impl {
   Result<StreamResponse> Score(const HttpRequest& request);
   // GET /v1/sequences/{id} (action empty), POST .../pause and .../resume.
   HttpResponse SequenceRoute(const HttpRequest& request, const std::string& action);
+  // POST /v1/weights and GET /v1/weights.
+  HttpResponse LoadWeights(const HttpRequest& request);
+  HttpResponse WeightsStatus(const HttpRequest& request);
   // Submits the job and returns the reply that streams or collects it.
   StreamResponse Run(Job job, std::vector<int32_t> stop_tokens, int64_t max_tokens);
   // Reply helpers that count the request in the metrics.
@@ -343,6 +350,16 @@ Result<StreamResponse> OpenAiServer::Impl::Chat(const HttpRequest& http_request)
 }
 
 StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens, int64_t max_tokens) {
+  if (job.params.min_version) {
+    std::optional<Clock::time_point> deadline;
+    if (job.params.min_version_timeout) deadline = job.arrived + *job.params.min_version_timeout;
+    Status arrived = weights->WaitForVersion(*job.params.min_version, deadline);
+    if (!arrived.ok()) {
+      ApiError e = ApiErrorFromStatus(arrived);
+      e.param = "min_version";
+      return Fail(job.endpoint, job.arrived, e);
+    }
+  }
   GenerationRequest request;
   request.prompt = job.prompt;
   request.sampling = job.params.sampling;
@@ -733,6 +750,48 @@ HttpResponse OpenAiServer::Impl::SequenceRoute(const HttpRequest& request, const
   return answer(200, SequenceJson(*info));
 }
 
+HttpResponse OpenAiServer::Impl::LoadWeights(const HttpRequest& request) {
+  const Clock::time_point arrived = Clock::now();
+  auto answer = [&](int status, const Json& body) {
+    metrics.ObserveRequest(kWeightsPath, status, SecondsSince(arrived));
+    return RawJson(status, body);
+  };
+  if (auto e = CheckAuth(request)) return answer(e->http_status, e->ToJson());
+  Json body;
+  if (auto e = ParseJsonBody(request.body, &body)) return answer(e->http_status, e->ToJson());
+  WeightsRequest weights_request;
+  if (auto e = ReadWeightsRequest(body, &weights_request)) return answer(e->http_status, e->ToJson());
+  Status started = weights->Start(weights_request.path, weights_request.version);
+  if (!started.ok()) {
+    ApiError e = ApiErrorFromStatus(started);
+    e.param = started.code() == Code::kFailedPrecondition ? "version" : "path";
+    return answer(e.http_status, e.ToJson());
+  }
+  return answer(202, Json{{"object", "weights.load"},
+                          {"status", "loading"},
+                          {"path", weights_request.path},
+                          {"version", weights_request.version}});
+}
+
+HttpResponse OpenAiServer::Impl::WeightsStatus(const HttpRequest& request) {
+  const Clock::time_point arrived = Clock::now();
+  if (auto e = CheckAuth(request)) {
+    metrics.ObserveRequest(kWeightsPath, e->http_status, SecondsSince(arrived));
+    return RawJson(e->http_status, e->ToJson());
+  }
+  const WeightLoaderState s = weights->state();
+  Json last_error = nullptr;
+  if (s.last_error_version) last_error = Json{{"version", *s.last_error_version}, {"message", s.last_error}};
+  Json reply = {{"object", "weights"},
+                {"version", s.version},
+                {"pending_version", s.pending_version ? Json(*s.pending_version) : Json(nullptr)},
+                {"pending_path", s.pending_version ? Json(s.pending_path) : Json(nullptr)},
+                {"last_error", std::move(last_error)},
+                {"checkpoint_root_configured", s.configured}};
+  metrics.ObserveRequest(kWeightsPath, 200, SecondsSince(arrived));
+  return RawJson(200, reply);
+}
+
 void OpenAiServer::Impl::AddRoutes() {
   http->HandleStream(HttpMethod::kPost, kCompletionsPath,
                      [this](const HttpRequest& r) { return Completions(r); });
@@ -744,6 +803,10 @@ void OpenAiServer::Impl::AddRoutes() {
                   [this](const HttpRequest& r) -> Result<HttpResponse> { return SequenceRoute(r, "pause"); });
   http->HandleRaw(HttpMethod::kPost, "/v1/sequences/:id/resume",
                   [this](const HttpRequest& r) -> Result<HttpResponse> { return SequenceRoute(r, "resume"); });
+  http->HandleRaw(HttpMethod::kPost, kWeightsPath,
+                  [this](const HttpRequest& r) -> Result<HttpResponse> { return LoadWeights(r); });
+  http->HandleRaw(HttpMethod::kGet, kWeightsPath,
+                  [this](const HttpRequest& r) -> Result<HttpResponse> { return WeightsStatus(r); });
   http->HandleRaw(HttpMethod::kGet, "/v1/models", [this](const HttpRequest& r) -> Result<HttpResponse> {
     if (auto e = CheckAuth(r)) return RawJson(e->http_status, e->ToJson());
     Json model = {{"id", options.model_name},
@@ -788,6 +851,7 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(Engine* engine, const 
   s.engine = engine;
   s.tokenizer = tokenizer;
   s.options = options;
+  FR_ASSIGN_OR_RETURN(s.weights, WeightLoader::Create(engine, options.checkpoint_root));
   if (tokenizer->chat_template().empty()) {
     s.chat_format_error = Status::Unimplemented("the tokenizer config has no chat_template");
   } else {
@@ -821,6 +885,9 @@ OpenAiServer::OpenAiServer(OpenAiServerOptions options) : options_(std::move(opt
 OpenAiServer::~OpenAiServer() { Stop(); }
 
 void OpenAiServer::Stop() {
+  // Requests waiting for a min_version end first: the HTTP server's Stop
+  // waits for every request in flight.
+  if (impl_ && impl_->weights) impl_->weights->Stop();
   if (impl_ && impl_->http) impl_->http->Stop();
 }
 

@@ -28,12 +28,34 @@
 //                               200 with the sequence as GET shows it, 404 for
 //                               an unknown or finished sequence, 409 when
 //                               already paused / not paused
+//   POST /v1/weights            {"path": DIR, "version": N}: load the Hugging Face
+//                               checkpoint DIR (relative to checkpoint_root;
+//                               config.json + safetensors) as weight version N.
+//                               Answered once the path is resolved beneath the
+//                               root and config.json and the safetensors
+//                               headers match the running model (WeightLoader):
+//                               202 {"status": "loading"}; the weights load in
+//                               the background and the engine swaps them in at
+//                               a token boundary without re-prefill. 403 without
+//                               a root, for a path out of it (absolute, "..", a
+//                               symlink out) or a file that is a FIFO, device or
+//                               directory; 400 naming the tensor or config field
+//                               that differs (the old weights keep serving);
+//                               404 for a missing file; 409 while another load
+//                               runs or when N is not above the current version
+//   GET  /v1/weights            {"version", "pending_version", "pending_path",
+//                               "last_error": null | {"version", "message"} (the
+//                               last failed background load),
+//                               "checkpoint_root_configured"}
 //   GET  /health                200 {"status": "ok"} while serving
 //   GET  /metrics               Prometheus text (server_metrics.h)
 // Both generation routes take n, seed, temperature, top_p, top_k, min_p,
 // presence/frequency/repetition penalties, stop, max_tokens, logprobs and
 // top_logprobs, and "stream": true for server-sent events ending in
-// "data: [DONE]". Each choice (and each streamed chunk of it, once the
+// "data: [DONE]"; also "min_version" (wait before submitting until the
+// engine serves that weight version or a later one; at most
+// "min_version_timeout_ms", then 504; 503 when the server stops first) and
+// "pin_version": true, refused with 400 (one resident weight version). Each choice (and each streamed chunk of it, once the
 // engine has made its sequence: not the chat role chunk sent first) carries
 // "sequence_id", the engine's id as a string of decimal digits, for the
 // /v1/sequences routes (to pause a sequence, stream it: a whole reply comes
@@ -80,6 +102,7 @@ struct OpenAiServerOptions {
   std::string model_name;         // the name clients send as "model"; required
   size_t max_connections = 64;    // concurrent connections; more get 429
   int64_t default_max_tokens = 16;  // /v1/completions without max_tokens (OpenAI's default)
+  std::string checkpoint_root;    // POST /v1/weights loads beneath it; empty: refused (403)
 };
 
 class OpenAiServer {

@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "engine/format/confined_path.h"
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
 #include "engine/server/openai_server.h"
@@ -69,6 +70,12 @@ int RunServe(const ServeOptions& o) {
     Result<std::string> key = LoadTokenFile(o.api_key_file);
     if (!key.ok()) return ReportFailure(key.status().Wrap("--api-key-file"));
     server_options.api_key = *key;
+  }
+  if (!o.checkpoint_root.empty()) {
+    // Bad input, found before the model loads; the server opens it again.
+    Result<std::unique_ptr<ConfinedRoot>> root = ConfinedRoot::Open(o.checkpoint_root);
+    if (!root.ok()) return ReportFailure(root.status().Wrap("--checkpoint-root"));
+    server_options.checkpoint_root = o.checkpoint_root;
   }
 
   // Blocked before any thread starts, so that only sigwait sees them.

@@ -5,8 +5,8 @@
 //   serving MODEL_NAME on http://HOST:PORT
 // (PORT is the bound one when --port 0 asked for a free port), so a script
 // can wait for it. Exit codes: 0 after a clean stop; 2 for bad input (a
-// flag, the model or tokenizer files, the API key file, engine options the
-// model cannot take); 1 when the server cannot start (the port is taken).
+// flag, the model or tokenizer files, the API key file, a checkpoint root
+// that is not a directory, engine options the model cannot take); 1 when the server cannot start (the port is taken).
 //
 // Thread safety: call from the main thread, before other threads start (it
 // blocks SIGINT and SIGTERM to wait for them).
@@ -31,6 +31,7 @@ struct ServeOptions {
   std::string kv_dtype = "bf16";
   int64_t max_model_len = 0;      // 0: the model's
   int64_t max_connections = 64;
+  std::string checkpoint_root;    // POST /v1/weights loads beneath it; empty: refused
 };
 
 // The name a model is served under by default: the basename of its path

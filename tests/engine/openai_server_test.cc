@@ -2,18 +2,25 @@
 // HttpClient and raw sockets: the reply shapes, the errors (400 naming the
 // field, 404 for an unknown model, 401 without the key), streaming, a client
 // that goes away mid-stream (its KV blocks are freed), connections beyond the
-// limit (429), and /metrics. Also the pieces without a server: tool-call
-// parsing and stop-string handling of streamed text.
+// limit (429), and /metrics; weight loads over HTTP (403 for each escape,
+// 400 naming a mismatching tensor, 409 for a version that does not rise,
+// 202 then the new version, min_version, swap identity). Also the pieces
+// without a server: tool-call parsing and stop-string handling of streamed
+// text.
 #include "engine/server/openai_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <future>
 #include <random>
 #include <string>
 #include <thread>
@@ -31,6 +38,7 @@
 #include "engine/server/serve.h"
 #include "engine/server/tool_calls.h"
 #include "engine/serving/engine.h"
+#include "tests/engine/checkpoint_fixture.h"
 
 namespace flashroll::engine {
 namespace {
@@ -1049,6 +1057,201 @@ TEST_F(OpenAiServerTest, ScoreErrorsName400sField) {
   EXPECT_NE(over.second["error"]["message"].get<std::string>().find("is 48 tokens"), std::string::npos)
       << over.second.dump();
   server->Stop();
+}
+
+// POST /v1/weights and GET /v1/weights, min_version and pin_version, each
+// test on its own engine and a server with a checkpoint root holding a copy
+// of the served model.
+class OpenAiWeightsTest : public OpenAiServerTest {
+ protected:
+  void SetUp() override {
+    testing::CopyCheckpoint("models/default", Root() + "/ckpt");
+    EngineOptions options;
+    options.threads = 2;
+    options.kv_memory_bytes = 32ll << 20;
+    auto engine = Engine::Start(*model_, tokenizer_, options);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_here_ = std::move(engine).value();
+    OpenAiServerOptions server_options;
+    server_options.port = 0;
+    server_options.model_name = kModelName;
+    server_options.checkpoint_root = Root();
+    auto server = OpenAiServer::Start(engine_here_.get(), tokenizer_, server_options);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_here_ = std::move(server).value();
+  }
+  void TearDown() override {
+    server_here_.reset();
+    engine_here_.reset();
+  }
+
+  std::string Root() const { return dir_.path() + "/root"; }
+
+  std::pair<int, Json> PostHere(const std::string& path, const Json& body) {
+    Result<HttpResponse> reply = Client(*server_here_).Post(path, DumpJson(body), "application/json");
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    if (!reply.ok()) return {0, nullptr};
+    return {reply->status, ParseJson(reply->body).value()};
+  }
+  std::pair<int, Json> LoadWeights(const std::string& path, int64_t version) {
+    return PostHere("/v1/weights", {{"path", path}, {"version", version}});
+  }
+  Json WeightsState() {
+    Result<Json> state = Client(*server_here_).GetJson("/v1/weights");
+    EXPECT_TRUE(state.ok()) << state.status().ToString();
+    return state.ok() ? *state : Json();
+  }
+  // Polls GET /v1/weights until no load is pending.
+  Json Settled() {
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    Json state = WeightsState();
+    while (!state["pending_version"].is_null() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(5));
+      state = WeightsState();
+    }
+    return state;
+  }
+  std::pair<int, Json> Greedy(const Json& extra = Json::object()) {
+    Json body = {{"model", kModelName}, {"prompt", kChatPrompt}, {"max_tokens", 8}, {"temperature", 0}};
+    body.update(extra);
+    return PostHere("/v1/completions", body);
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Engine> engine_here_;
+  std::unique_ptr<OpenAiServer> server_here_;
+};
+
+TEST_F(OpenAiServerTest, WeightsWithoutACheckpointRootAre403) {
+  auto [status, reply] = Post("/v1/weights", {{"path", "ckpt"}, {"version", 1}});
+  ExpectError({status, reply}, 403, "path");
+  EXPECT_NE(reply["error"]["message"].get<std::string>().find("no checkpoint root is configured"), std::string::npos)
+      << reply.dump();
+  Result<Json> state = Client(*server_).GetJson("/v1/weights");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ((*state)["checkpoint_root_configured"], false);
+  EXPECT_EQ(Client(*server_, "").Post("/v1/weights", "{", "application/json")->status, 400);
+}
+
+TEST_F(OpenAiWeightsTest, EscapesAre403) {
+  ASSERT_EQ(::symlink(std::filesystem::absolute("models/default").c_str(), (Root() + "/out").c_str()), 0);
+  testing::CopyCheckpoint("models/default", Root() + "/fifo");
+  ASSERT_EQ(::unlink((Root() + "/fifo/model.safetensors").c_str()), 0);
+  ASSERT_EQ(::mkfifo((Root() + "/fifo/model.safetensors").c_str(), 0600), 0);
+  testing::CopyCheckpoint("models/default", Root() + "/device");
+  ASSERT_EQ(::unlink((Root() + "/device/config.json").c_str()), 0);
+  ASSERT_EQ(::symlink("/dev/null", (Root() + "/device/config.json").c_str()), 0);
+  testing::CopyCheckpoint("models/default", Root() + "/directory");
+  ASSERT_EQ(::unlink((Root() + "/directory/config.json").c_str()), 0);
+  ASSERT_EQ(::mkdir((Root() + "/directory/config.json").c_str(), 0700), 0);
+  for (const std::string& path : {Root() + "/ckpt", std::string("../root/ckpt"), std::string("ckpt/../../root/ckpt"),
+                                  std::string("out"), std::string("fifo"), std::string("device"),
+                                  std::string("directory")}) {
+    // A FIFO must be refused at once, not waited on: bound each request.
+    auto reply = std::async(std::launch::async, [&] { return LoadWeights(path, 1); });
+    if (reply.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      const int writer = ::open((Root() + "/fifo/model.safetensors").c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      ADD_FAILURE() << path << ": the request hung";
+      reply.wait();
+      if (writer >= 0) ::close(writer);
+      continue;
+    }
+    auto answer = reply.get();
+    ExpectError(answer, 403, "path");
+    EXPECT_NE(answer.second["error"]["message"].get<std::string>().find(path), std::string::npos)
+        << answer.second.dump();
+  }
+  const Json state = WeightsState();
+  EXPECT_EQ(state["version"], 0);
+  EXPECT_TRUE(state["pending_version"].is_null());
+  EXPECT_EQ(state["checkpoint_root_configured"], true);
+}
+
+TEST_F(OpenAiWeightsTest, AMismatchingTensorIs400AndTheOldWeightsKeepServing) {
+  auto [before_status, before] = Greedy({{"return_token_ids", true}});
+  ASSERT_EQ(before_status, 200) << before.dump();
+  testing::EditSafetensorsHeader(Root() + "/ckpt/model.safetensors",
+                                 [](Json& h) { h["model.norm.weight"]["shape"] = {16, 16}; });
+  auto mismatch = LoadWeights("ckpt", 1);
+  ExpectError(mismatch, 400, "path");
+  EXPECT_NE(mismatch.second["error"]["message"].get<std::string>().find(
+                "tensor 'model.norm.weight': shape [16, 16] is not [256]"),
+            std::string::npos)
+      << mismatch.second.dump();
+  const Json state = WeightsState();
+  EXPECT_EQ(state["version"], 0);
+  EXPECT_TRUE(state["pending_version"].is_null());
+  auto [after_status, after] = Greedy({{"return_token_ids", true}});
+  ASSERT_EQ(after_status, 200) << after.dump();
+  EXPECT_EQ(after["choices"][0]["token_ids"], before["choices"][0]["token_ids"]);
+  ExpectError(LoadWeights("missing", 1), 404, "path");
+}
+
+TEST_F(OpenAiWeightsTest, ALoadIs202ThenServesTheNewVersionAndVersionsMustRise) {
+  auto accepted = LoadWeights("ckpt", 2);
+  ASSERT_EQ(accepted.first, 202) << accepted.second.dump();
+  EXPECT_EQ(accepted.second["status"], "loading");
+  EXPECT_EQ(accepted.second["version"], 2);
+  // min_version holds the request until version 2 serves it.
+  auto [status, reply] = Greedy({{"min_version", 2}, {"min_version_timeout_ms", 30000}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  EXPECT_EQ(engine_here_->weight_version(), 2);
+  const Json state = Settled();
+  EXPECT_EQ(state["version"], 2);
+  EXPECT_TRUE(state["last_error"].is_null()) << state.dump();
+  for (int64_t version : {1, 2}) {
+    auto conflict = LoadWeights("ckpt", version);
+    ExpectError(conflict, 409, "version");
+    EXPECT_NE(conflict.second["error"]["message"].get<std::string>().find("not above the current weight version 2"),
+              std::string::npos)
+        << conflict.second.dump();
+  }
+  // A version that never comes: 504 at the bound.
+  ExpectError(Greedy({{"min_version", 9}, {"min_version_timeout_ms", 50}}), 504, "min_version");
+  ExpectError(Greedy({{"min_version_timeout_ms", 50}}), 400, "min_version_timeout_ms");
+  ExpectError(Greedy({{"min_version", -1}}), 400, "min_version");
+  auto pinned = Greedy({{"pin_version", true}});
+  ExpectError(pinned, 400, "pin_version");
+  EXPECT_EQ(pinned.second["error"]["message"], "pin_version: this engine keeps one resident weight version");
+  ExpectError(PostHere("/v1/weights", {{"path", "ckpt"}}), 400, "version");
+  ExpectError(PostHere("/v1/weights", {{"path", "ckpt"}, {"version", 0}}), 400, "version");
+  ExpectError(PostHere("/v1/weights", {{"version", 3}}), 400, "path");
+}
+
+TEST_F(OpenAiWeightsTest, SwappingToIdenticalWeightsChangesNoGreedyToken) {
+  const Json body = {{"model", kModelName}, {"prompt", kChatPrompt}, {"max_tokens", 96},
+                     {"temperature", 0},    {"ignore_eos", true},    {"return_token_ids", true}};
+  auto [status, whole] = PostHere("/v1/completions", body);
+  ASSERT_EQ(status, 200) << whole.dump();
+  const std::vector<int32_t> expected = whole["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(expected.size(), 96u);
+
+  Json stream_body = body;
+  stream_body["stream"] = true;
+  RawConnection connection(server_here_->port());
+  ASSERT_TRUE(connection.connected());
+  ASSERT_TRUE(connection.Send(PostRequest("/v1/completions", DumpJson(stream_body))));
+  const std::string head = connection.ReadUntilCount("\"sequence_id\"", 3);
+  std::vector<Json> chunks = StreamChunks(head);
+  ASSERT_FALSE(chunks.empty()) << head;
+  const std::string sequence = "/v1/sequences/" + chunks[0]["choices"][0]["sequence_id"].get<std::string>();
+  // Paused, so that the swap lands in the middle of the generation.
+  HttpClient client = Client(*server_here_);
+  Result<HttpResponse> paused = client.Post(sequence + "/pause", "", "application/json");
+  ASSERT_TRUE(paused.ok());
+  ASSERT_EQ(paused->status, 200) << paused->body;
+  ASSERT_EQ(LoadWeights("ckpt", 1).first, 202);
+  EXPECT_EQ(Settled()["version"], 1);
+  ASSERT_EQ(client.Post(sequence + "/resume", "", "application/json")->status, 200);
+
+  const std::string all = connection.ReadUntil("data: [DONE]");
+  std::vector<int32_t> ids;
+  for (const Json& chunk : StreamChunks(all)) {
+    for (const Json& c : chunk["choices"]) {
+      for (const Json& t : c["token_ids"]) ids.push_back(t.get<int32_t>());
+    }
+  }
+  EXPECT_EQ(ids, expected);
 }
 
 }  // namespace
