@@ -20,6 +20,7 @@
 #include "common/json.h"
 #include "engine/serving/decode_benchmark.h"
 #include "engine/serving/generate.h"
+#include "engine/serving/preempt_benchmark.h"
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
 #include "engine/server/serve.h"
@@ -293,6 +294,50 @@ int RunBenchDecode(const std::vector<std::string>& args) {
   return 0;
 }
 
+int RunBenchPreempt(const std::vector<std::string>& args) {
+  std::string model_path, kv_dtype = "bf16", persist_dir;
+  int64_t threads = 0, context = 4096, repeats = 3;
+  bool json = false;
+  FlagParser flags("flashroll bench preempt --model PATH --context N [--kv-dtype bf16|f32] [--json]",
+                   "Measures what pausing a sequence of --context prompt tokens costs against recomputing it: "
+                   "resume_ms (paused in memory, from Resume to its next token), resume_from_disk_ms (paused to "
+                   "disk, the file dropped from the page cache), reprefill_ms (a prefill of the same tokens, "
+                   "prefix caching off) and persist_bytes_per_token (the sequence file's size per token); "
+                   "medians of --repeats runs.");
+  flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
+  flags.Int("--context", &context, "prompt tokens of the paused sequence (default 4096)");
+  flags.String("--kv-dtype", &kv_dtype, "KV cache dtype: bf16 (default) or f32");
+  flags.Int("--threads", &threads, "kernel threads (default: all cores)");
+  flags.Int("--repeats", &repeats, "measured runs; the median is reported (default 3)");
+  flags.String("--persist-dir", &persist_dir, "directory for the sequence file (default: a fresh one under $TMPDIR or /tmp)");
+  flags.Bool("--json", &json, "print one JSON object");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  engine::PreemptBenchmarkOptions options;
+  auto dtype = engine::ParseKvDType(kv_dtype);
+  if (!dtype.ok()) return ReportFailure(dtype.status().Wrap("--kv-dtype"));
+  options.kv_dtype = *dtype;
+  options.threads = static_cast<int>(threads);
+  options.context = context;
+  options.repeats = static_cast<int>(repeats);
+  options.persist_dir = persist_dir;
+  Result<std::unique_ptr<Model>> model = LoadModel(model_path);
+  if (!model.ok()) return ReportFailure(model.status());
+  auto result = engine::RunPreemptBenchmark(**model, options);
+  if (!result.ok()) return ReportFailure(result.status());
+  if (json) {
+    WriteOut(DumpJson(Json{{"resume_ms", result->resume_ms},
+                           {"resume_from_disk_ms", result->resume_from_disk_ms},
+                           {"reprefill_ms", result->reprefill_ms},
+                           {"persist_bytes_per_token", result->persist_bytes_per_token},
+                           {"kv_dtype", kv_dtype}}) + "\n");
+  } else {
+    WriteOut("resume: " + std::to_string(result->resume_ms) + " ms\nresume from disk: " +
+             std::to_string(result->resume_from_disk_ms) + " ms\nre-prefill: " + std::to_string(result->reprefill_ms) +
+             " ms\npersisted: " + std::to_string(result->persist_bytes_per_token) + " bytes/token\n");
+  }
+  return 0;
+}
+
 int RunServe(const std::vector<std::string>& args) {
   engine::ServeOptions o;
   FlagParser flags(
@@ -322,6 +367,8 @@ void RegisterEngineCommands(Registry& registry) {
   registry.AddCommand({"logits", "print a model's logits for given token ids (JSON)", RunLogits});
   registry.AddCommand({"generate", "generate a continuation from token ids or a text prompt", RunGenerate});
   registry.AddCommand({"bench decode", "measure the engine's decode and prefill tokens/s on a model", RunBenchDecode});
+  registry.AddCommand({"bench preempt", "measure resuming a paused sequence (memory, disk) against re-prefilling it",
+                       RunBenchPreempt});
   registry.AddCommand({"model-info", "print a model's family, size, KV bytes per token and dtype", RunModelInfo});
   registry.AddCommand({"serve", "serve a model over an OpenAI-compatible HTTP API", RunServe});
 }

@@ -236,6 +236,26 @@ TEST(EngineCliTest, BenchDecodePrintsBothRates) {
   EXPECT_TRUE(OneLine(r.output)) << r.output;
 }
 
+TEST(EngineCliTest, BenchPreemptPrintsResumeAndReprefillTimes) {
+  CommandResult r = Flashroll(
+      "bench preempt --model tests/data/parity/qwen3 --threads 1 --context 40 --repeats 1 --kv-dtype f32 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json out = Json::parse(r.output);
+  EXPECT_GT(out["resume_ms"].get<double>(), 0);
+  EXPECT_GT(out["resume_from_disk_ms"].get<double>(), 0);
+  EXPECT_GT(out["reprefill_ms"].get<double>(), 0);
+  // 2 layers x keys and values x 1 KV head x 32 dims x 4 bytes, plus the header and tokens spread over ~40 tokens.
+  EXPECT_GE(out["persist_bytes_per_token"].get<double>(), 512);
+  EXPECT_LT(out["persist_bytes_per_token"].get<double>(), 512 + 16);
+  EXPECT_EQ(out["kv_dtype"], "f32");
+  EXPECT_EQ(out.size(), 5u);
+  r = Flashroll("bench preempt --model /nonexistent/flashroll-model --context 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/flashroll-model"), std::string::npos) << r.output;
+  EXPECT_EQ(Flashroll("bench preempt --help").exit_code, 0);
+}
+
 TEST(EngineCliTest, ServeWithAMissingModelExits2NamingThePath) {
   CommandResult r = Flashroll("serve --model /nonexistent/flashroll-model --port 0");
   EXPECT_EQ(r.exit_code, 2);
