@@ -148,6 +148,9 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
     turn.generate_ms = MsSince(generate_start);
 
     turn.text = tokenizer.Decode(message, /*skip_special=*/false);
+    // Malformed turns reason too: their <think> counts toward l, so a broken
+    // format never escapes the length penalty.
+    turn.reasoning_tokens = CountReasoningTokens(tokenizer, message);
     if (!closed) {
       turn.format_error = "the message did not end within the token budget";
       episode.turns.push_back(std::move(turn));
@@ -163,7 +166,6 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
       break;
     }
     turn.format_valid = true;
-    turn.reasoning_tokens = CountReasoningTokens(tokenizer, message);
     if (parsed->has_answer) {
       episode.final_answer = parsed->final_answer;
       episode.answered = true;

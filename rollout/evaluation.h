@@ -42,7 +42,7 @@ struct EvalCounts {
   int successes = 0;
   int turns = 0;
   int valid_turns = 0;
-  int64_t reasoning_tokens = 0;  // over all valid turns of all episodes
+  int64_t reasoning_tokens = 0;  // over all turns of all episodes
 };
 
 struct EvalReport {

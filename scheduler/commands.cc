@@ -30,8 +30,8 @@ int RunJob(const std::vector<std::string>& args) {
                    "first, a status line every few seconds, and a summary table. Ctrl-C pauses the job;\n"
                    "--resume continues it without losing or repeating a finished sample.");
   flags.Positional("CONFIG", &files, "the job's YAML config, e.g. configs/quickstart.yaml");
-  flags.String("resume", &resume, "resume the job of this name or id from the config's store");
-  flags.Bool("json", &json, "print the summary as JSON");
+  flags.String("--resume", &resume, "resume the job of this name or id from the config's store");
+  flags.Bool("--json", &json, "print the summary as JSON");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (files.size() != 1) return ReportFailure(Status::InvalidArgument("run: expected exactly one CONFIG"));
 

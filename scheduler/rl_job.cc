@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -199,6 +200,11 @@ Status Job::Open() {
   if (Status s = sandbox::ParseImage(config_.sandbox.image, &spec_); !s.ok()) return s.Wrap("sandbox.image");
   spec_ = SpecOf(config_.sandbox);
 
+  if (const auto dir = std::filesystem::path(config_.store_path).parent_path(); !dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::IoError("store " + config_.store_path + ": create " + dir.string() + ": " + ec.message());
+  }
   FR_ASSIGN_OR_RETURN(db_, store::OpenStore(config_.store_path));
   const bool resumed = !options_.resume.empty();
   if (resumed) {
@@ -565,7 +571,7 @@ Result<RlJobSummary> Job::Run() {
 
 std::string RlJobSummary::ToText() const {
   std::string text = "job " + std::to_string(job_id) + " " + status + ": " + std::to_string(groups_done) + "/" +
-                     std::to_string(groups_total) + " groups, " + std::to_string(samples_done) + " samples (" +
+                     std::to_string(groups_total) + " groups, " + std::to_string(samples_done) + " samples this run (" +
                      std::to_string(samples_dropped) + " dropped in warm-up) in " + Fixed(wall_seconds, 1) + " s\n";
   text += "engine: busy " + Fixed(100 * busy_fraction, 1) + "% of the time, mean batch " + Fixed(mean_batch, 1) +
           " sequences, " + Fixed(engine_tokens_per_second, 0) + " generated tokens/s\n";

@@ -112,12 +112,10 @@ TEST_F(EpisodeTest, ReasoningTokensCountTheSampledTokensInsideThink) {
   const Episode e = Run(TaskFamilies()[0]->Generate(12, 1));
   int64_t checked = 0;
   for (const EpisodeTurn& t : e.turns) {
-    if (!t.format_valid) continue;
     const std::vector<int32_t> message(e.tokens.begin() + t.token_begin, e.tokens.begin() + t.token_end - 1);
     const std::string text = tokenizer_->Decode(message);
     const size_t begin = text.find("<think>") + 7;
-    const size_t end = text.find("</think>");
-    ASSERT_NE(end, std::string::npos) << text;
+    const size_t end = std::min(text.find("</think>"), text.size());
     int64_t expected = 0;
     size_t before = 0;
     for (size_t i = 1; i <= message.size(); ++i) {

@@ -1,0 +1,212 @@
+// The RL job end to end on the shipped default model, real sandboxes and a
+// real SQLite store: every task x effort x G sample is stored with its
+// trajectory, rewards follow the length formula, advantages are
+// group-relative, and a job killed with SIGKILL resumes without losing or
+// repeating a finished sample.
+#include "scheduler/rl_job.h"
+
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/store.h"
+#include "rewards/length_reward.h"
+#include "scheduler/job_config.h"
+#include "scheduler/trajectory.h"
+
+namespace flashroll {
+namespace {
+
+class RlJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/rl_job_test.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string WriteConfig(const std::string& name, int tasks, const std::string& extra = "") {
+    const std::string path = dir_ + "/" + name + ".yaml";
+    std::ofstream(path) << "kind: rl_job\nname: " << name << "\nstore: " << dir_ << "/store.db\n"
+                        << "model: {path: models/default, threads: 2}\n"
+                        << "tasks: {families: [arithmetic, file_sum], count: " << tasks << ", seed: 5}\n"
+                        << "rollout: {max_turns: 4, max_tokens: 1024, efforts: [1, 100]}\n"
+                        << "scheduler: {group_size: 2, max_in_flight: 4, max_per_task: 4}\n"
+                        << "rewards: {k0: 0.2, c_max: 0.5, l_norm: 1024, lambda: 0.5}\n"
+                        << "training: none\n"
+                        << extra;
+    return path;
+  }
+
+  JobConfig Load(const std::string& path) {
+    auto file = LoadYamlFile(path);
+    EXPECT_TRUE(file.ok()) << file.status().ToString();
+    auto config = ParseJobConfig(*file);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return *config;
+  }
+
+  std::unique_ptr<sqlite::Database> Store() {
+    auto db = store::OpenStore(dir_ + "/store.db");
+    EXPECT_TRUE(db.ok());
+    return std::move(*db);
+  }
+
+  static int64_t Count(sqlite::Database& db, const std::string& sql) {
+    auto stmt = db.Prepare(sql);
+    EXPECT_TRUE(stmt.ok()) << stmt.status().ToString();
+    EXPECT_TRUE(*stmt->Step());
+    return stmt->ColumnInt64(0);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(RlJobTest, EverySampleIsStoredWithItsTrajectoryRewardAndAdvantage) {
+  const JobConfig config = Load(WriteConfig("full", 2));
+  RlJobOptions options;
+  int64_t started = 0;
+  options.on_started = [&](int64_t id) { started = id; };
+  auto summary = RunRlJob(config, options);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->status, "completed");
+  EXPECT_EQ(summary->job_id, started);
+  EXPECT_EQ(summary->groups_total, 4);  // 2 tasks x 2 efforts
+  EXPECT_EQ(summary->groups_done, 4);
+  EXPECT_EQ(summary->samples_done, 8);
+  EXPECT_GT(summary->busy_fraction, 0.0);
+
+  auto db = Store();
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status IN ('completed', 'failed')"), 8);
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM jobs WHERE status = 'completed'"), 1);
+  EXPECT_EQ(Count(*db, "SELECT count(DISTINCT group_id) FROM samples"), 4);
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM (SELECT group_id FROM samples GROUP BY group_id"
+                       " HAVING count(DISTINCT effort) = 1 AND count(DISTINCT task_id) = 1)"),
+            4)
+      << "a group is one task at one effort";
+
+  LengthRewardParams params;
+  params.l_norm = 1024;
+  for (int64_t group = 1; group <= 4; ++group) {
+    auto samples = LoadGroupSamples(*db, started, group);
+    ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+    ASSERT_EQ(samples->size(), 2u);
+    double advantage_sum = 0;
+    for (const StoredSample& s : *samples) {
+      const TrainingSample& t = s.sample;
+      ASSERT_EQ(t.status, "completed") << s.error;
+      ASSERT_TRUE(s.advantage.has_value());
+      advantage_sum += *s.advantage;
+      // reward = verifier + length, the length part from the stored l.
+      const double length = LengthReward(params, s.effort, t.reasoning_tokens);
+      EXPECT_NEAR(t.reward_parts.at("length"), length, 1e-12);
+      EXPECT_NEAR(t.reward, t.reward_parts.at("verifier") + length, 1e-12);
+      ASSERT_EQ(t.logprobs.size(), t.tokens.size());
+      ASSERT_EQ(t.versions.size(), t.tokens.size());
+      ASSERT_EQ(t.loss_mask.size(), t.tokens.size());
+      int64_t sampled = 0;
+      for (size_t i = 0; i < t.tokens.size(); ++i) {
+        if (t.versions[i] >= 0) {
+          ++sampled;
+          EXPECT_EQ(t.versions[i], 0);
+          EXPECT_EQ(t.loss_mask[i], 1);
+          EXPECT_LE(t.logprobs[i], 0.0f);
+        } else {
+          EXPECT_EQ(t.loss_mask[i], 0) << "environment tokens are never learned from";
+          EXPECT_EQ(t.logprobs[i], 0.0f);
+        }
+      }
+      EXPECT_GT(sampled, 0);
+      EXPECT_GT(t.prompt_tokens, 0);
+      EXPECT_EQ(t.versions[static_cast<size_t>(t.prompt_tokens)], 0) << "the first sampled token follows the prompt";
+      EXPECT_LT(t.reasoning_tokens, sampled);
+      if (s.effort == 100) {
+        EXPECT_GT(t.reasoning_tokens, 0) << "at full effort the default model reasons";
+      }
+    }
+    EXPECT_NEAR(advantage_sum, 0.0, 1e-9) << "group " << group;
+  }
+}
+
+TEST_F(RlJobTest, ARunningJobOfTheSameNameIsNotStartedTwice) {
+  const JobConfig config = Load(WriteConfig("twice", 1, "scheduler: {group_size: 1, max_in_flight: 1, max_per_task: 1, max_samples: 1}\n"));
+  ASSERT_TRUE(RunRlJob(config, {}).ok());
+  auto again = RunRlJob(config, {});
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(again.status().message().find("resume it with --resume twice"), std::string::npos);
+}
+
+// The real path: the CLI, SIGKILL mid-job, then --resume.
+TEST_F(RlJobTest, ResumeAfterSigkillLosesAndDuplicatesNothing) {
+  const std::string config = WriteConfig("killed", 4);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(FLASHROLL_BIN, FLASHROLL_BIN, "run", config.c_str(), nullptr);
+    _exit(127);
+  }
+  // Kill it once some samples finished and others are running.
+  int64_t finished = 0;
+  for (int i = 0; i < 600 && finished < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!std::filesystem::exists(dir_ + "/store.db")) continue;
+    auto db = store::OpenStore(dir_ + "/store.db");
+    if (!db.ok()) continue;
+    auto stmt = (*db)->Prepare("SELECT count(*) FROM samples WHERE status = 'completed'");
+    if (stmt.ok() && *stmt->Step()) finished = stmt->ColumnInt64(0);
+  }
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int wstatus = 0;
+  waitpid(child, &wstatus, 0);
+  ASSERT_TRUE(WIFSIGNALED(wstatus));
+  ASSERT_GE(finished, 3);
+
+  std::map<int64_t, std::string> before;  // sample id -> its reward, as text
+  {
+    auto db = Store();
+    auto stmt = db->Prepare("SELECT id, reward FROM samples WHERE status = 'completed'");
+    while (*stmt->Step()) before[stmt->ColumnInt64(0)] = std::to_string(stmt->ColumnDouble(1));
+  }
+  ASSERT_LT(static_cast<int64_t>(before.size()), 16) << "the job must be killed before it finished";
+
+  const std::string resume = std::string(FLASHROLL_BIN) + " run " + config + " --resume killed >/dev/null 2>&1";
+  ASSERT_EQ(std::system(resume.c_str()), 0);
+
+  auto db = Store();
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status IN ('completed', 'failed')"), 16);
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM (SELECT group_id FROM samples WHERE status IN ('completed', 'failed')"
+                       " GROUP BY group_id HAVING count(*) = 2)"),
+            8)
+      << "every group has exactly G finished samples";
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status IN ('queued', 'running')"), 0);
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM tasks"), 4) << "the resumed job reuses its tasks";
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status = 'completed' AND advantage IS NULL"), 0);
+  for (const auto& [id, reward] : before) {
+    auto stmt = db->Prepare("SELECT status, reward FROM samples WHERE id = ?1");
+    ASSERT_TRUE(stmt->Bind(1, id).ok());
+    ASSERT_TRUE(*stmt->Step());
+    EXPECT_EQ(stmt->ColumnText(0), "completed") << "sample " << id << " finished before the kill";
+    EXPECT_EQ(std::to_string(stmt->ColumnDouble(1)), reward);
+  }
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM jobs WHERE status = 'completed'"), 1);
+}
+
+}  // namespace
+}  // namespace flashroll
