@@ -5,10 +5,14 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "common/flags.h"
+#include "common/store.h"
+#include "scheduler/export.h"
 #include "scheduler/job_config.h"
 #include "scheduler/rl_job.h"
 
@@ -74,10 +78,54 @@ int RunJob(const std::vector<std::string>& args) {
   return 0;
 }
 
+int Export(const std::vector<std::string>& args) {
+  std::string store_path = "runs/quickstart.db", job, format = "jsonl", output;
+  FlagParser flags("flashroll export --job JOB [--store PATH] [--format jsonl] [--output FILE]",
+                   "Writes a job's finished samples, one JSON object per line: sample_id, task_id, group_id,\n"
+                   "effort, token_ids, logprobs, versions, loss_mask, reward, reward_parts, advantage, status.");
+  flags.String("--job", &job, "the job's name or id");
+  flags.String("--store", &store_path, "the job's store (the config's `store:`), default runs/quickstart.db");
+  flags.String("--format", &format, "jsonl (the only format)");
+  flags.String("--output", &output, "write here instead of stdout (replaced whole, never half-written)");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  if (job.empty()) return ReportFailure(Status::InvalidArgument("export: --job is required"));
+  if (format != "jsonl") return ReportFailure(Status::InvalidArgument("--format: unknown format '" + format + "' (known: jsonl)"));
+  if (!std::filesystem::exists(store_path)) {
+    return ReportFailure(Status::NotFound("--store: no such file: " + store_path));
+  }
+  auto db = store::OpenStore(store_path);
+  if (!db.ok()) return ReportFailure(db.status());
+  auto job_id = FindJob(**db, job);
+  if (!job_id.ok()) return ReportFailure(job_id.status().Wrap("--job"));
+  Result<int64_t> written = 0;
+  if (output.empty()) {
+    written = ExportJsonl(**db, *job_id, std::cout);
+    std::cout.flush();
+  } else {
+    const std::string temp = output + ".tmp";
+    {
+      std::ofstream out(temp, std::ios::trunc);
+      if (!out) return ReportFailure(Status::IoError("--output: cannot write " + temp));
+      written = ExportJsonl(**db, *job_id, out);
+      out.close();
+      if (written.ok() && !out) written = Status::IoError("--output: write failed: " + temp);
+    }
+    if (written.ok() && std::rename(temp.c_str(), output.c_str()) != 0) {
+      written = Status::IoError("--output: rename " + temp + " to " + output + " failed");
+    }
+    if (!written.ok()) std::remove(temp.c_str());
+  }
+  if (!written.ok()) return ReportFailure(written.status());
+  std::fprintf(stderr, "exported %lld samples of job %lld\n", static_cast<long long>(*written),
+               static_cast<long long>(*job_id));
+  return 0;
+}
+
 }  // namespace
 
 void RegisterSchedulerCommands(Registry& registry) {
   registry.AddCommand({"run", "run an RL job from a YAML config", RunJob});
+  registry.AddCommand({"export", "write a job's samples as JSON Lines", Export});
   registry.AddConfigKind("rl_job", [](const ConfigFile& file) { return ParseJobConfig(file).status(); });
 }
 

@@ -23,6 +23,7 @@
 #include "rollout/scaffold.h"
 #include "sandbox/sandbox.h"
 #include "scheduler/batch_queue.h"
+#include "scheduler/export.h"
 #include "scheduler/sample_scheduler.h"
 #include "scheduler/trainer_api.h"
 #include "scheduler/trajectory.h"
@@ -77,15 +78,6 @@ Result<std::vector<JobTask>> PrepareTasks(sqlite::Database& db, int64_t job_id, 
   }
   FR_RETURN_IF_ERROR(txn.Commit());
   return tasks;
-}
-
-Result<int64_t> FindJob(sqlite::Database& db, const std::string& name_or_id) {
-  FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
-                      db.Prepare("SELECT id FROM jobs WHERE name = ?1 OR CAST(id AS TEXT) = ?1"));
-  FR_RETURN_IF_ERROR(stmt.Bind(1, name_or_id));
-  FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
-  if (!row) return Status::NotFound("--resume: no job named or numbered '" + name_or_id + "' in the store");
-  return stmt.ColumnInt64(0);
 }
 
 // Per group: how many samples already finished (completed or failed).
@@ -208,7 +200,9 @@ Status Job::Open() {
   FR_ASSIGN_OR_RETURN(db_, store::OpenStore(config_.store_path));
   const bool resumed = !options_.resume.empty();
   if (resumed) {
-    FR_ASSIGN_OR_RETURN(job_id_, FindJob(*db_, options_.resume));
+    auto job = FindJob(*db_, options_.resume);
+    if (!job.ok()) return job.status().Wrap("--resume");
+    job_id_ = *job;
     FR_RETURN_IF_ERROR(store::SetJobStatus(*db_, job_id_, store::JobStatus::kRunning));
   } else {
     auto job = store::CreateJob(*db_, config_.name, options_.config_yaml);

@@ -141,6 +141,35 @@ TEST_F(RlJobTest, EverySampleIsStoredWithItsTrajectoryRewardAndAdvantage) {
   }
 }
 
+TEST_F(RlJobTest, ExportWritesOneLinePerFinishedSampleAsStored) {
+  const JobConfig config = Load(WriteConfig("exported", 1));
+  auto summary = RunRlJob(config, {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  const std::string out = dir_ + "/samples.jsonl";
+  const std::string command = std::string(FLASHROLL_BIN) + " export --store " + dir_ + "/store.db --job exported --output " + out;
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(out);
+  auto db = Store();
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    for (const char* key : {"sample_id", "task_id", "group_id", "effort", "token_ids", "logprobs", "versions",
+                            "loss_mask", "reward", "reward_parts", "advantage", "status"}) {
+      EXPECT_TRUE(j.contains(key)) << key;
+    }
+    auto stored = LoadStoredSample(*db, j["sample_id"].get<int64_t>());
+    ASSERT_TRUE(stored.ok());
+    EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), stored->sample.tokens);
+    EXPECT_EQ(j["logprobs"].get<std::vector<float>>(), stored->sample.logprobs) << "float32 values round-trip";
+    EXPECT_EQ(j["loss_mask"].get<std::vector<uint8_t>>(), stored->sample.loss_mask);
+    EXPECT_EQ(j["reward"].get<double>(), stored->sample.reward);
+  }
+  EXPECT_EQ(lines, 4);  // 1 task x 2 efforts x G = 2
+  EXPECT_NE(std::system((std::string(FLASHROLL_BIN) + " export --store " + dir_ + "/store.db --job nobody 2>/dev/null").c_str()), 0);
+}
+
 TEST_F(RlJobTest, ARunningJobOfTheSameNameIsNotStartedTwice) {
   const JobConfig config = Load(WriteConfig("twice", 1, "scheduler: {group_size: 1, max_in_flight: 1, max_per_task: 1, max_samples: 1}\n"));
   ASSERT_TRUE(RunRlJob(config, {}).ok());
