@@ -24,6 +24,7 @@
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
 #include "engine/server/serve.h"
+#include "engine/serving/swap_benchmark.h"
 #include "engine/tokenizer/streaming_decoder.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -338,13 +339,62 @@ int RunBenchPreempt(const std::vector<std::string>& args) {
   return 0;
 }
 
+int RunBenchSwap(const std::vector<std::string>& args) {
+  std::string model_path, kv_dtype = "bf16";
+  int64_t threads = 0, sequences = 32, context = 64;
+  bool json = false;
+  FlagParser flags("flashroll bench swap --model PATH [--sequences 32] [--context 64] [--threads N] [--json]",
+                   "Measures a weight swap under load: --sequences greedy sequences decode while the same "
+                   "weights, loaded again beforehand, are swapped in as the next version. Prints swap_pause_ms "
+                   "(the gap less one step: the time the loop spent swapping), gap_ms (last token before the swap "
+                   "to the first after), step_ms, swap_call_ms and tokens/s before, during and after the swap.");
+  flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
+  flags.Int("--sequences", &sequences, "sequences decoding at once (default 32)");
+  flags.Int("--context", &context, "prompt tokens of each sequence (default 64)");
+  flags.Int("--threads", &threads, "kernel threads (default: all cores)");
+  flags.String("--kv-dtype", &kv_dtype, "KV cache dtype: bf16 (default) or f32");
+  flags.Bool("--json", &json, "print one JSON object");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  engine::SwapBenchmarkOptions options;
+  auto dtype = engine::ParseKvDType(kv_dtype);
+  if (!dtype.ok()) return ReportFailure(dtype.status().Wrap("--kv-dtype"));
+  options.kv_dtype = *dtype;
+  options.threads = static_cast<int>(threads);
+  options.sequences = sequences;
+  options.context = context;
+  Result<std::unique_ptr<Model>> model = LoadModel(model_path);
+  if (!model.ok()) return ReportFailure(model.status());
+  Result<std::unique_ptr<Model>> next = LoadModel(model_path);
+  if (!next.ok()) return ReportFailure(next.status());
+  auto result = engine::RunSwapBenchmark(**model, std::move(next).value(), options);
+  if (!result.ok()) return ReportFailure(result.status());
+  const engine::SwapBenchmarkResult& r = *result;
+  if (json) {
+    WriteOut(DumpJson(Json{{"swap_pause_ms", r.swap_pause_ms},
+                           {"gap_ms", r.gap_ms},
+                           {"step_ms", r.step_ms},
+                           {"swap_call_ms", r.swap_call_ms},
+                           {"tokens_per_s_before", r.tokens_per_s_before},
+                           {"tokens_per_s_during", r.tokens_per_s_during},
+                           {"tokens_per_s_after", r.tokens_per_s_after},
+                           {"sequences", r.sequences}}) + "\n");
+  } else {
+    WriteOut("swap pause: " + std::to_string(r.swap_pause_ms) + " ms\ngap: " + std::to_string(r.gap_ms) +
+             " ms\nstep: " + std::to_string(r.step_ms) + " ms\nswap call: " + std::to_string(r.swap_call_ms) +
+             " ms\ntokens/s before: " + std::to_string(r.tokens_per_s_before) + "\ntokens/s during: " +
+             std::to_string(r.tokens_per_s_during) + "\ntokens/s after: " + std::to_string(r.tokens_per_s_after) +
+             "\n");
+  }
+  return 0;
+}
+
 int RunServe(const std::vector<std::string>& args) {
   engine::ServeOptions o;
   FlagParser flags(
       "flashroll serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key-file F] [--threads N] "
-      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N]",
+      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR]",
       "Serves the model over an OpenAI-compatible HTTP API (/v1/models, /v1/completions, "
-      "/v1/chat/completions, /health, /metrics) until SIGINT or SIGTERM. Prints \"serving NAME on URL\" "
+      "/v1/chat/completions, /v1/score, /v1/sequences, /v1/weights, /health, /metrics) until SIGINT or SIGTERM. Prints \"serving NAME on URL\" "
       "once it accepts connections (--port 0 picks a free port).");
   flags.String("--model", &o.model_path, "Hugging Face model directory or GGUF file");
   flags.String("--host", &o.host, "address to listen on (default 127.0.0.1)");
@@ -357,6 +407,8 @@ int RunServe(const std::vector<std::string>& args) {
   flags.String("--kv-dtype", &o.kv_dtype, "KV cache dtype: bf16 (default) or f32");
   flags.Int("--max-model-len", &o.max_model_len, "context limit in tokens (default: the model's)");
   flags.Int("--max-connections", &o.max_connections, "concurrent connections; more are answered 429 (default 64)");
+  flags.String("--checkpoint-root", &o.checkpoint_root,
+               "directory beneath which POST /v1/weights loads checkpoints (default: none, the route answers 403)");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   return engine::RunServe(o);
 }
@@ -367,6 +419,7 @@ void RegisterEngineCommands(Registry& registry) {
   registry.AddCommand({"logits", "print a model's logits for given token ids (JSON)", RunLogits});
   registry.AddCommand({"generate", "generate a continuation from token ids or a text prompt", RunGenerate});
   registry.AddCommand({"bench decode", "measure the engine's decode and prefill tokens/s on a model", RunBenchDecode});
+  registry.AddCommand({"bench swap", "measure the pause a weight swap causes sequences that are decoding", RunBenchSwap});
   registry.AddCommand({"bench preempt", "measure resuming a paused sequence (memory, disk) against re-prefilling it",
                        RunBenchPreempt});
   registry.AddCommand({"model-info", "print a model's family, size, KV bytes per token and dtype", RunModelInfo});

@@ -256,6 +256,34 @@ TEST(EngineCliTest, BenchPreemptPrintsResumeAndReprefillTimes) {
   EXPECT_EQ(Flashroll("bench preempt --help").exit_code, 0);
 }
 
+TEST(EngineCliTest, BenchSwapPrintsThePauseAndTheRates) {
+  CommandResult r = Flashroll("bench swap --model models/default --threads 1 --sequences 4 --context 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json out = Json::parse(r.output);
+  for (const char* key : {"swap_pause_ms", "gap_ms", "step_ms", "swap_call_ms"}) {
+    EXPECT_GE(out[key].get<double>(), 0) << key;
+  }
+  for (const char* key : {"tokens_per_s_before", "tokens_per_s_during", "tokens_per_s_after"}) {
+    EXPECT_GT(out[key].get<double>(), 0) << key;
+  }
+  EXPECT_EQ(out["sequences"], 4);
+  r = Flashroll("bench swap --model /nonexistent/flashroll-model --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/flashroll-model"), std::string::npos) << r.output;
+  r = Flashroll("bench swap --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("swap_pause_ms"), std::string::npos) << r.output;
+}
+
+TEST(EngineCliTest, ServeWithABadCheckpointRootExits2NamingIt) {
+  CommandResult r = Flashroll("serve --model models/default --port 0 --checkpoint-root /nonexistent/flashroll-root");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find("--checkpoint-root"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/flashroll-root"), std::string::npos) << r.output;
+}
+
 TEST(EngineCliTest, ServeWithAMissingModelExits2NamingThePath) {
   CommandResult r = Flashroll("serve --model /nonexistent/flashroll-model --port 0");
   EXPECT_EQ(r.exit_code, 2);
