@@ -10,8 +10,8 @@
 namespace flashroll {
 namespace {
 
-using testing::ExpectSameGroup;
-using testing::MakeGroup;
+using scheduler_test::ExpectSameGroup;
+using scheduler_test::MakeGroup;
 
 BatchLease MakeBatch() {
   BatchLease batch;

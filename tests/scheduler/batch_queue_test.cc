@@ -19,9 +19,9 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::FakeClock;
-using testing::GroupIds;
-using testing::MakeGroup;
+using scheduler_test::FakeClock;
+using scheduler_test::GroupIds;
+using scheduler_test::MakeGroup;
 using Ids = std::vector<int64_t>;
 
 constexpr milliseconds kNoWait{0};

@@ -14,7 +14,7 @@
 #include "scheduler/batch_queue.h"
 #include "scheduler/training_batch.h"
 
-namespace flashroll::testing {
+namespace flashroll::scheduler_test {
 
 // A group whose every field (and every per-token array) differs with `id`,
 // so that a swapped or dropped field shows up in a comparison.
@@ -92,4 +92,4 @@ class FakeClock {
   std::atomic<int64_t> ms_{kStartMs};
 };
 
-}  // namespace flashroll::testing
+}  // namespace flashroll::scheduler_test
