@@ -34,6 +34,7 @@ class Config:
     rms_norm_eps: float
     rope_theta: float
     tie_word_embeddings: bool
+    max_position_embeddings: int
     num_experts: int = 0
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
@@ -76,6 +77,7 @@ def read_config(model_dir):
         rms_norm_eps=get("rms_norm_eps", 1e-6),
         rope_theta=float(rope.get("rope_theta", get("rope_theta", 10000.0))),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+        max_position_embeddings=get("max_position_embeddings"),
     )
     if rope.get("rope_type", "default") != "default" or raw.get("rope_scaling"):
         raise ValueError(f"{path}: rope scaling is not supported (rope_type {rope.get('rope_type')!r})")

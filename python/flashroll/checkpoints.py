@@ -1,0 +1,83 @@
+"""The trainer's checkpoint root: one directory per published weight version.
+
+  ROOT/v000001/  config.json, generation_config.json, model.safetensors
+                 (the engine's layout: the source model's tensor names, shapes
+                 and dtypes) and trainer_state.pt (fp32 master weights,
+                 optimizer state, step, version, RNG states)
+
+A version is written into ROOT/.v000001.tmp-PID, every file and the
+directory fsync'd, then renamed into place and ROOT fsync'd, so a directory
+named vNNNNNN is complete unless someone else put it there; `latest`
+also checks for the four files. Version directories are named with at
+least six digits (v1000000 follows v999999).
+"""
+import os
+import re
+import shutil
+
+import torch
+
+from flashroll import model as model_lib
+
+FILES = ("config.json", "generation_config.json", "model.safetensors", "trainer_state.pt")
+_NAME = re.compile(r"^v(\d{6,})$")
+
+
+def version_dir(version):
+    """The directory name of `version`, relative to the root: v000001."""
+    return f"v{version:06d}"
+
+
+def versions(root):
+    """Every version with a vNNNNNN directory in root, complete or not, ascending."""
+    if not os.path.isdir(root):
+        return []
+    found = (_NAME.match(name) for name in os.listdir(root))
+    return sorted(int(m.group(1)) for m in found if m and os.path.isdir(os.path.join(root, m.group(0))))
+
+
+def is_complete(path):
+    return all(os.path.isfile(os.path.join(path, f)) for f in FILES)
+
+
+def latest(root):
+    """(version, path) of the highest complete checkpoint in root, or None."""
+    for v in reversed(versions(root)):
+        path = os.path.join(root, version_dir(v))
+        if is_complete(path):
+            return v, path
+    return None
+
+
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write(root, version, model, src_dir, trainer_state):
+    """Writes checkpoint `version` of `model` (in src_dir's layout) with
+    `trainer_state` (a dict for torch.save) and returns its path relative to
+    root. Refuses a version that already has a directory."""
+    name = version_dir(version)
+    final = os.path.join(root, name)
+    if os.path.exists(final):
+        raise FileExistsError(f"checkpoint {final} already exists: versions are never rewritten")
+    os.makedirs(root, exist_ok=True)
+    tmp = os.path.join(root, f".{name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model_lib.save_checkpoint(model, src_dir, tmp)
+    torch.save(trainer_state, os.path.join(tmp, "trainer_state.pt"))
+    for f in FILES:
+        _fsync(os.path.join(tmp, f))
+    _fsync(tmp)
+    os.rename(tmp, final)
+    _fsync(root)
+    return name
+
+
+def load_state(path):
+    """The trainer_state.pt dict of the checkpoint at `path`."""
+    return torch.load(os.path.join(path, "trainer_state.pt"))

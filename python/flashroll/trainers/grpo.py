@@ -1,0 +1,47 @@
+"""GRPO: token-level PPO-clip on the job's group-relative advantages.
+
+  python3 -m flashroll.trainers.grpo --api URL --token-file F --model DIR
+      --checkpoint-root DIR --steps N --lr LR --clip EPS --kl BETA
+      --groups-per-step G --temperature T --loss-agg token_mean|dr_grpo
+      --log FILE --seed S
+
+Per token: -min(r A, clip(r, 1-EPS, 1+EPS) A), r = exp(logp - logp_engine),
+on the server's loss_mask; plus BETA * k3 KL to the initial model when BETA > 0.
+The loop (lease, ack, step, checkpoint, publish) is loop.py's.
+"""
+import sys
+
+import torch
+
+from flashroll import batch as batch_lib
+from flashroll import losses
+from flashroll.model import load_model
+from flashroll.trainers import loop
+
+
+class Grpo:
+    def __init__(self, args):
+        self.clip, self.kl, self.temperature = args.clip, args.kl, args.temperature
+        # The reference is the initial model, also after a resume.
+        self.reference = load_model(args.model).eval() if args.kl > 0 else None
+
+    def prepare(self, pairs):
+        return [None] * len(pairs)
+
+    def loss(self, mb, logits, logp, log_probs, contexts, denominator):
+        ref_logp = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref_logp, _ = batch_lib.token_logprobs(self.reference(mb.tokens), mb.tokens, self.temperature)
+        loss, clipped, kl_sum = losses.grpo_loss(logp, mb.behaviour_logprobs, mb.advantages, mb.loss_mask,
+                                                 self.clip, denominator, ref_logp, self.kl)
+        return loss, {"clip_fraction": clipped, "kl": kl_sum}
+
+
+def add_flags(parser):
+    parser.add_argument("--clip", type=float, default=0.2, help="PPO clip epsilon")
+    parser.add_argument("--kl", type=float, default=0.0, help="k3 KL coefficient to the initial model (0: none)")
+
+
+if __name__ == "__main__":
+    sys.exit(loop.main(Grpo, "GRPO trainer for a Flashroll RL job", add_flags))

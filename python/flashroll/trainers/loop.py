@@ -1,0 +1,237 @@
+"""The loop every trainer shares: lease groups, compute the objective's loss
+and gradients, ack, step, checkpoint, publish, log.
+
+Per step:
+  1. lease --groups-per-step groups (long poll; a timeout polls again, a
+     closed queue ends the run with exit status 0);
+  2. forward and backward in micro-batches of at most --micro-batch-tokens
+     padded tokens, gradients summed (each micro-batch's loss is divided by
+     the whole step's denominator);
+  3. ack the lease; if it expired meanwhile its groups belong to another
+     lease: the gradients are dropped and no step is taken;
+  4. clip the gradient norm, AdamW step;
+  5. write checkpoint version v (checkpoints.py) and POST /v1/weights with
+     its path relative to --checkpoint-root;
+  6. one JSON line to --log, one short line to stderr.
+
+An objective, built from the parsed flags (setting up e.g. a reference
+model or a teacher), supplies what differs between trainers:
+  objective.prepare(pairs)         -> one context per (group, sample), before the forward
+  objective.loss(mb, logits, logp, log_probs, contexts, denominator)
+                                   -> (loss tensor, {metric: masked-token sum})
+where mb is a batch.TensorBatch, logits [B, T, V], logp [B, T] and
+log_probs [B, T, V] as batch.token_logprobs gives them.
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from flashroll import batch as batch_lib
+from flashroll import checkpoints, losses
+from flashroll.client import ApiError, LeaseExpired, QueueClosed, TrainerClient
+from flashroll.model import load_model
+
+
+def arg_parser(description):
+    """The flags every trainer takes; a trainer adds its own."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--api", required=True, help="the job's trainer API, http://HOST:PORT")
+    p.add_argument("--token-file", required=True, help="file holding the trainer API's bearer token")
+    p.add_argument("--model", required=True, help="the initial model directory (Hugging Face layout)")
+    p.add_argument("--checkpoint-root", required=True, help="where versions v000001, ... are written")
+    p.add_argument("--steps", type=int, required=True, help="total optimizer steps, resumed ones included")
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--grad-clip", type=float, default=1.0, help="max gradient norm (0: no clipping)")
+    p.add_argument("--groups-per-step", type=int, default=1)
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="the job's sampling temperature: logprobs are log_softmax(logits / T)")
+    p.add_argument("--loss-agg", choices=["token_mean", "dr_grpo"], default="token_mean")
+    p.add_argument("--max-tokens", type=int, default=0,
+                   help="dr_grpo's per-sample token constant (default: the model's max_position_embeddings)")
+    p.add_argument("--micro-batch-tokens", type=int, default=16384,
+                   help="padded tokens per forward pass (samples x longest)")
+    p.add_argument("--poll-timeout", type=float, default=30.0, help="seconds per lease long poll")
+    p.add_argument("--log", required=True, help="JSON Lines file, one line per step (appended)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def read_token(path):
+    with open(path) as f:
+        token = f.read().strip()
+    if not token:
+        raise ValueError(f"--token-file {path}: empty")
+    return token
+
+
+def micro_batches(pairs, budget):
+    """Consecutive slices of pairs whose count x longest stays within budget
+    (a longer sample goes alone)."""
+    chunk, longest = [], 0
+    for pair in pairs:
+        n = len(pair[1].tokens)
+        if chunk and (len(chunk) + 1) * max(longest, n) > budget:
+            yield chunk
+            chunk, longest = [], 0
+        chunk.append(pair)
+        longest = max(longest, n)
+    if chunk:
+        yield chunk
+
+
+def _per_effort(pairs, value):
+    sums, counts = defaultdict(float), defaultdict(int)
+    for g, s in pairs:
+        sums[g.effort] += value(s)
+        counts[g.effort] += 1
+    return {str(e): sums[e] / counts[e] for e in sorted(sums)}
+
+
+def batch_metrics(pairs):
+    """What the job's samples say, whatever the trainer does with them."""
+    return {
+        "reward_by_effort": _per_effort(pairs, lambda s: s.reward),
+        "success": sum(s.success for _, s in pairs) / len(pairs),
+        "success_by_effort": _per_effort(pairs, lambda s: float(s.success)),
+        "reasoning_tokens_by_effort": _per_effort(pairs, lambda s: s.reasoning_tokens),
+        "samples": len(pairs),
+        "tokens": sum(len(s.tokens) for _, s in pairs),
+        "loss_tokens": int(sum(int(s.loss_mask.sum()) for _, s in pairs)),
+    }
+
+
+class Trainer:
+    """The model, optimizer, counters and checkpoint root of one run."""
+
+    def __init__(self, args, objective):
+        self.args, self.objective = args, objective
+        self.client = TrainerClient(args.api, read_token(args.token_file))
+        self.model = load_model(args.model, torch.float32)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        self.max_tokens = args.max_tokens or self.model.config.max_position_embeddings
+        self.step, self.version = 0, 0
+        found = checkpoints.latest(args.checkpoint_root)
+        if found:
+            self._restore(*found)
+        # Never publish a version at or below one already on disk.
+        self.next_version = max(checkpoints.versions(args.checkpoint_root) + [self.version]) + 1
+
+    def _restore(self, version, path):
+        state = checkpoints.load_state(path)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.version = state["step"], state["version"]
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        random.setstate(state["rng"]["python"])
+        print(f"resumed from {path}: step {self.step}, version {self.version}", file=sys.stderr)
+
+    def _state(self):
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "step": self.step, "version": self.version,
+                "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+                "args": vars(self.args)}
+
+    def _forward_backward(self, pairs):
+        """Accumulates the step's gradients; returns the model-side metrics."""
+        args = self.args
+        contexts = self.objective.prepare(pairs)
+        masked_per_sample = torch.tensor([float(s.loss_mask.sum()) for _, s in pairs])  # [B]
+        denominator = losses.loss_denominator(masked_per_sample, args.loss_agg, self.max_tokens)
+        sums = defaultdict(float)
+        at = 0
+        for chunk in micro_batches(pairs, args.micro_batch_tokens):
+            mb = batch_lib.collate(chunk)
+            logits = self.model(mb.tokens)
+            logp, log_probs = batch_lib.token_logprobs(logits, mb.tokens, args.temperature)
+            loss, extra = self.objective.loss(mb, logits, logp, log_probs, contexts[at:at + len(chunk)], denominator)
+            loss.backward()
+            at += len(chunk)
+            sums["loss"] += float(loss)
+            sums["entropy"] += losses.entropy_sum(log_probs, mb.loss_mask)
+            gap_abs, gap, count = losses.mismatch_sums(logp, mb.behaviour_logprobs, mb.loss_mask, mb.versions,
+                                                       self.version)
+            sums["mismatch_abs"] += gap_abs
+            sums["mismatch_kl"] += gap
+            sums["mismatch_tokens"] += count
+            for k, v in extra.items():
+                sums[k] += float(v)
+        masked = max(float(masked_per_sample.sum()), 1.0)
+        count = sums.pop("mismatch_tokens")
+        out = {"loss": sums.pop("loss"), "entropy": sums.pop("entropy") / masked,
+               "mismatch_abs": sums.pop("mismatch_abs") / count if count else None,
+               "mismatch_kl": sums.pop("mismatch_kl") / count if count else None,
+               "mismatch_tokens": int(count)}
+        out.update({k: v / masked for k, v in sums.items()})  # the objective's per-token means
+        return out
+
+    def run(self):
+        args = self.args
+        if self.step >= args.steps:
+            print(f"already at step {self.step} of {args.steps}: nothing to do", file=sys.stderr)
+            return 0
+        with open(args.log, "a") as log:
+            while self.step < args.steps:
+                try:
+                    batch = self.client.lease(args.groups_per_step, timeout=args.poll_timeout)
+                except QueueClosed as e:
+                    print(f"the job has finished ({e.message}); stopping at step {self.step}", file=sys.stderr)
+                    return 0
+                if batch is None:
+                    continue
+                start = time.monotonic()
+                pairs = batch.samples()
+                self.optimizer.zero_grad(set_to_none=True)
+                metrics = self._forward_backward(pairs)
+                try:
+                    self.client.ack(batch)
+                except LeaseExpired as e:
+                    self.optimizer.zero_grad(set_to_none=True)
+                    print(f"dropped a batch of {len(pairs)} samples, its lease expired: {e.message}", file=sys.stderr)
+                    continue
+                grad_norm = torch.nn.utils.clip_grad_norm_(
+                    self.model.parameters(), args.grad_clip if args.grad_clip > 0 else float("inf"))
+                self.optimizer.step()
+                self.step += 1
+                self.version, self.next_version = self.next_version, self.next_version + 1
+                path = checkpoints.write(args.checkpoint_root, self.version, self.model, args.model, self._state())
+                self.client.publish_weights(path, self.version)
+                seconds = time.monotonic() - start
+                record = {"step": self.step, "version": self.version, **batch_metrics(pairs), **metrics,
+                          "grad_norm": float(grad_norm), "seconds": seconds}
+                record["tokens_per_s"] = record["tokens"] / seconds
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                print(human_line(record), file=sys.stderr)
+        return 0
+
+
+def human_line(r):
+    mismatch = "n/a" if r["mismatch_abs"] is None else f"{r['mismatch_abs']:.2e} over {r['mismatch_tokens']} tok"
+    rewards = " ".join(f"e{e}:{v:.3f}" for e, v in r["reward_by_effort"].items())
+    return (f"step {r['step']} v{r['version']}: reward {rewards}, success {100 * r['success']:.0f}%, "
+            f"loss {r['loss']:.4f}, grad {r['grad_norm']:.3f}, entropy {r['entropy']:.3f}, "
+            f"mismatch {mismatch}, {r['samples']} samples {r['tokens']} tokens in {r['seconds']:.1f} s")
+
+
+def main(objective, description, add_flags=None, argv=None):
+    parser = arg_parser(description)
+    if add_flags:
+        add_flags(parser)
+    args = parser.parse_args(argv)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    try:
+        return Trainer(args, objective(args)).run()
+    except ApiError as e:
+        print(f"trainer: {e}", file=sys.stderr)
+        return 1
