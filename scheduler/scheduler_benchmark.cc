@@ -1,0 +1,169 @@
+#include "scheduler/scheduler_benchmark.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "engine/models/model.h"
+#include "engine/serving/engine.h"
+#include "scheduler/sample_scheduler.h"
+#include "tasks/rng.h"
+
+namespace flashroll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Trajectory {
+  int64_t tool_ms = 0;
+  std::vector<int64_t> turn_tokens;
+};
+
+Result<std::vector<Trajectory>> LoadTrajectories(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("--trajectories: cannot read " + path);
+  std::vector<Trajectory> out;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    Trajectory t;
+    int64_t tokens = 0;
+    if (!(fields >> t.tool_ms) || t.tool_ms < 0) {
+      return Status::InvalidArgument(path + ":" + std::to_string(number) + ": want TOOL_MS TOKENS...");
+    }
+    while (fields >> tokens) {
+      if (tokens < 1) return Status::InvalidArgument(path + ":" + std::to_string(number) + ": a turn of " + std::to_string(tokens) + " tokens");
+      t.turn_tokens.push_back(tokens);
+    }
+    if (t.turn_tokens.empty()) return Status::InvalidArgument(path + ":" + std::to_string(number) + ": no turns");
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) return Status::InvalidArgument(path + ": no trajectories");
+  return out;
+}
+
+struct ModeResult {
+  double seconds = 0, busy_fraction = 0, mean_batch = 0;
+};
+
+constexpr int64_t kPromptTokens = 120;  // about the scaffold's system prompt and a task
+constexpr int64_t kToolTokens = 40;     // a typical tool result
+
+// Runs the workload under one dispatch mode on a fresh engine.
+Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkOptions& options,
+                           const std::vector<Trajectory>& pool, bool synchronous) {
+  engine::EngineOptions engine_options;
+  engine_options.threads = options.threads;
+  engine_options.max_running = options.in_flight;
+  engine_options.kv_memory_bytes = 512ll << 20;
+  FR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> engine, engine::Engine::Start(model, nullptr, engine_options));
+
+  SchedulerPolicy policy;
+  policy.group_size = options.group_size;
+  policy.max_in_flight = options.in_flight;
+  policy.max_per_task = options.group_size;
+  policy.staleness_gate = false;
+  policy.synchronous = synchronous;
+  std::vector<GroupPlan> plan;
+  for (int64_t g = 0; g < options.groups; ++g) plan.push_back({g + 1, g, "bench", 100});
+  const auto start = Clock::now();
+  SampleScheduler scheduler(policy, plan, start);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  Status first_error;
+  const int32_t vocab = static_cast<int32_t>(model.config().vocab_size);
+  auto run_sample = [&](const SampleTicket& t) -> Status {
+    // The same (group, slot) draws the same trajectory in both modes.
+    TaskRng rng(options.seed * 1'000'003ull + static_cast<uint64_t>(t.group_id) * 131 + static_cast<uint64_t>(t.slot));
+    const Trajectory& traj = pool[rng.Next() % pool.size()];
+    std::vector<int32_t> conversation;
+    for (int64_t i = 0; i < kPromptTokens; ++i) conversation.push_back(static_cast<int32_t>(rng.Next() % static_cast<uint64_t>(vocab)));
+    for (size_t turn = 0; turn < traj.turn_tokens.size(); ++turn) {
+      engine::GenerationRequest request;
+      request.prompt = conversation;
+      request.max_tokens = traj.turn_tokens[turn];
+      request.ignore_eos = true;
+      request.sampling.temperature = 1.0;
+      request.sampling.seed = rng.Next();
+      FR_ASSIGN_OR_RETURN(std::vector<engine::Choice> choices, engine->Generate(std::move(request)));
+      conversation.insert(conversation.end(), choices[0].tokens.begin(), choices[0].tokens.end());
+      if (turn + 1 < traj.turn_tokens.size()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(traj.tool_ms / static_cast<int64_t>(traj.turn_tokens.size() - 1)));
+        for (int64_t i = 0; i < kToolTokens; ++i) conversation.push_back(static_cast<int32_t>(rng.Next() % static_cast<uint64_t>(vocab)));
+      }
+    }
+    return Status::Ok();
+  };
+
+  std::atomic<bool> done{false};
+  int64_t polls = 0, busy = 0, running_sum = 0;
+  std::thread monitor([&] {
+    while (!done.load()) {
+      const engine::EngineStats stats = engine->Stats();
+      ++polls;
+      if (stats.running + stats.waiting > 0) {
+        ++busy;
+        running_sum += stats.running;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  std::vector<std::thread> workers;
+  for (int64_t w = 0; w < options.in_flight; ++w) {
+    workers.emplace_back([&] {
+      while (true) {
+        std::optional<SampleTicket> ticket;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return !first_error.ok() || scheduler.done() || (ticket = scheduler.Next(Clock::now())); });
+          if (!ticket) return;
+        }
+        Status s = run_sample(*ticket);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!s.ok() && first_error.ok()) first_error = s;
+        scheduler.Finish(*ticket, 0, !s.ok());
+        cv.notify_all();
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  ModeResult result;
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  done = true;
+  monitor.join();
+  FR_RETURN_IF_ERROR(first_error);
+  result.busy_fraction = polls ? static_cast<double>(busy) / static_cast<double>(polls) : 0.0;
+  result.mean_batch = busy ? static_cast<double>(running_sum) / static_cast<double>(busy) : 0.0;
+  return result;
+}
+
+}  // namespace
+
+Result<Json> RunSchedulerBenchmark(const SchedulerBenchmarkOptions& options) {
+  if (options.groups < 1 || options.group_size < 1 || options.in_flight < options.group_size) {
+    return Status::InvalidArgument("bench scheduler: need groups >= 1, group size >= 1 and in-flight >= group size");
+  }
+  FR_ASSIGN_OR_RETURN(std::vector<Trajectory> pool, LoadTrajectories(options.trajectories_path));
+  FR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(options.model_path));
+  FR_ASSIGN_OR_RETURN(ModeResult sync, RunMode(*model, options, pool, /*synchronous=*/true));
+  FR_ASSIGN_OR_RETURN(ModeResult async, RunMode(*model, options, pool, /*synchronous=*/false));
+  return Json{{"speedup", sync.seconds / async.seconds},
+              {"seconds_sync", sync.seconds},
+              {"seconds_async", async.seconds},
+              {"busy_fraction_async", async.busy_fraction},
+              {"busy_fraction_sync", sync.busy_fraction},
+              {"mean_batch_async", async.mean_batch},
+              {"mean_batch_sync", sync.mean_batch},
+              {"groups", options.groups},
+              {"group_size", options.group_size},
+              {"in_flight", options.in_flight}};
+}
+
+}  // namespace flashroll
