@@ -10,7 +10,29 @@
 
 namespace flashroll {
 
-Schema JobConfigSchema() {
+namespace {
+
+Schema TrainingSchema() {
+  return Schema::Map()
+      .Optional("algorithm", Schema::Enum({"grpo", "distill"}))
+      .Optional("steps", Schema::Int(1, 10'000'000))
+      .Optional("learning_rate", Schema::Float(0, 1))
+      .Optional("clip", Schema::Float(0, 10))
+      .Optional("kl", Schema::Float(0, 1000))
+      .Optional("grad_clip", Schema::Float(0, 1e6))
+      .Optional("loss_agg", Schema::Enum({"token_mean", "dr_grpo"}))
+      .Optional("command", Schema::List(Schema::String(), 1))
+      .Optional("checkpoint_dir", Schema::String())
+      .Optional("restarts", Schema::Int(0, 100))
+      .Optional("teacher_url", Schema::String())
+      .Optional("teacher_model", Schema::String())
+      .Optional("eval_tasks", Schema::Int(0, 100'000))
+      .Optional("eval_seed", Schema::Int());
+}
+
+}  // namespace
+
+Schema JobConfigSchema(bool training_map) {
   return Schema::Map()
       .Required("kind", Schema::Enum({"rl_job"}))
       .Required("name", Schema::String())
@@ -57,10 +79,11 @@ Schema JobConfigSchema() {
                                .Optional("lambda", Schema::Float(0.001, 1000))
                                .Optional("advantage", Schema::Enum({"grpo", "dr_grpo"}))
                                .Optional("failed", Schema::Enum({"zero_advantage", "exclude"})))
-      .Optional("training", Schema::Any())
+      .Optional("training", training_map ? TrainingSchema() : Schema::Enum({"none"}))
       .Optional("trainer_api", Schema::Map()
                                    .Optional("listen", Schema::String())
-                                   .Optional("token_file", Schema::String()));
+                                   .Optional("token_file", Schema::String())
+                                   .Optional("lease_timeout", Schema::Duration(100)));
 }
 
 namespace {
@@ -89,8 +112,12 @@ int64_t ModelContext(const std::string& model_path) {
 }  // namespace
 
 Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
-  FR_RETURN_IF_ERROR(JobConfigSchema().Validate(file.root, file.path));
   const YAML::Node& root = file.root;
+  const YAML::Node training = root.IsMap() ? root["training"] : YAML::Node();
+  if (training.IsDefined() && !training.IsMap() && !(training.IsScalar() && training.as<std::string>() == "none")) {
+    return file.ErrorAt(training, "training", "must be `none` (rollouts only) or a map");
+  }
+  FR_RETURN_IF_ERROR(JobConfigSchema(training.IsDefined() && training.IsMap()).Validate(root, file.path));
   JobConfig c;
   c.name = ReadString(root, "name", c.name);
   c.store_path = ReadString(root, "store", "runs/" + c.name + ".db");
@@ -160,27 +187,29 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.rewards.advantage = ReadString(r, "advantage", c.rewards.advantage);
     c.rewards.failed = ReadString(r, "failed", c.rewards.failed);
   }
-  if (const YAML::Node t = root["training"]; t.IsDefined()) {
-    if (t.IsScalar() && t.as<std::string>() == "none") {
-      c.training.enabled = false;
-    } else if (t.IsMap()) {
-      for (const auto& entry : t) {
-        const std::string key = "training." + entry.first.as<std::string>();
-        if (key != "training.steps") return file.ErrorAt(entry.first, key, "unknown key (known: steps)");
-        int64_t steps = 0;
-        if (!entry.second.IsScalar() || !YAML::convert<int64_t>::decode(entry.second, steps) || steps < 1) {
-          return file.ErrorAt(entry.second, key, "must be an integer of at least 1");
-        }
-        c.training.steps = steps;
-      }
-      c.training.enabled = true;
-    } else {
-      return file.ErrorAt(t, "training", "must be `none` (rollouts only) or a map");
-    }
+  if (training.IsDefined() && training.IsMap()) {
+    JobConfig::Training& t = c.training;
+    t.enabled = true;
+    t.algorithm = ReadString(training, "algorithm", t.algorithm);
+    t.steps = ReadInt(training, "steps", t.steps);
+    t.learning_rate = ReadFloat(training, "learning_rate", t.learning_rate);
+    t.clip = ReadFloat(training, "clip", t.clip);
+    t.kl = ReadFloat(training, "kl", t.kl);
+    t.grad_clip = ReadFloat(training, "grad_clip", t.grad_clip);
+    t.loss_agg = ReadString(training, "loss_agg", t.loss_agg);
+    if (training["command"].IsDefined()) t.command = ReadStringList(training, "command");
+    t.checkpoint_dir = ReadString(training, "checkpoint_dir",
+                                  (std::filesystem::path(c.store_path).parent_path() / (c.name + "-checkpoints")).string());
+    t.restarts = ReadInt(training, "restarts", t.restarts);
+    t.teacher_url = ReadString(training, "teacher_url", t.teacher_url);
+    t.teacher_model = ReadString(training, "teacher_model", t.teacher_model);
+    t.eval_tasks = ReadInt(training, "eval_tasks", t.eval_tasks);
+    t.eval_seed = ReadInt(training, "eval_seed", t.eval_seed);
   }
   if (const YAML::Node a = root["trainer_api"]; a.IsDefined() && a.IsMap()) {
     c.trainer_api.listen = ReadString(a, "listen", c.trainer_api.listen);
     c.trainer_api.token_file = ReadString(a, "token_file", c.trainer_api.token_file);
+    c.trainer_api.lease_timeout = ReadDuration(a, "lease_timeout", c.trainer_api.lease_timeout);
   }
 
   // What the schema cannot express.
@@ -208,6 +237,16 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   if (c.training.enabled && c.trainer_api.token_file.empty()) {
     return file.ErrorAt(Where(root, "trainer_api", "token_file"), "trainer_api.token_file",
                         "required when training is enabled (the trainer API needs a bearer token)");
+  }
+  if (c.training.enabled && c.training.algorithm == "distill") {
+    const std::pair<const char*, const std::string*> required[] = {{"teacher_url", &c.training.teacher_url},
+                                                                   {"teacher_model", &c.training.teacher_model}};
+    for (const auto& [key, value] : required) {
+      if (value->empty()) {
+        return file.ErrorAt(Where(root, "training", key), std::string("training.") + key,
+                            "required when training.algorithm is distill (the teacher that scores the samples)");
+      }
+    }
   }
   if (c.scheduler.max_per_task < c.scheduler.group_size) {
     return file.ErrorAt(Where(root, "scheduler", "max_per_task"), "scheduler.max_per_task",

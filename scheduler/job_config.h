@@ -77,21 +77,41 @@ struct JobConfig {
     std::string failed = "zero_advantage";  // failed samples: zero_advantage (kept) | exclude
   } rewards;
 
-  // `training: none` runs rollouts only; otherwise a trainer leases the
-  // finished groups through the trainer API.
+  // `training: none` runs rollouts only; otherwise the job starts a trainer
+  // (a separate process, supervised by the job) that leases the finished
+  // groups through the trainer API and publishes weights back.
   struct Training {
     bool enabled = false;
+    std::string algorithm = "grpo";  // grpo | distill
     int64_t steps = 4;
+    double learning_rate = 1e-5;
+    double clip = 0.2;               // PPO clip epsilon
+    double kl = 0.0;                 // KL-to-reference coefficient
+    double grad_clip = 1.0;
+    std::string loss_agg = "token_mean";  // token_mean | dr_grpo
+    // The trainer program; the job appends the trainer flags (docs/TRAINER_API.md).
+    // Empty: /usr/bin/python3 -m flashroll.trainers.<algorithm>.
+    std::vector<std::string> command;
+    std::string checkpoint_dir;      // default: beside the store, <name>-checkpoints
+    int64_t restarts = 2;            // a trainer that dies is restarted this often, then the job fails
+    std::string teacher_url;         // distill: the teacher's OpenAI-compatible server
+    std::string teacher_model;       // distill: the model name it serves
+    // The fixed evaluation set run before the first step and after the last:
+    // eval_tasks tasks of the job's families x rollout.efforts; 0 = none.
+    int64_t eval_tasks = 0;
+    int64_t eval_seed = 7;
   } training;
 
   struct TrainerApi {
     std::string listen = "127.0.0.1:8478";
     std::string token_file;  // required when training is enabled
+    std::chrono::milliseconds lease_timeout{std::chrono::minutes(10)};
   } trainer_api;
 };
 
-// The schema of `kind: rl_job` files.
-Schema JobConfigSchema();
+// The schema of `kind: rl_job` files; `training_map` picks the form of
+// `training` (a map of trainer settings, or the scalar `none`).
+Schema JobConfigSchema(bool training_map);
 
 // Validates `file` against JobConfigSchema() and reads it, then checks what
 // the schema cannot: known task families, a model path that exists and a

@@ -116,6 +116,64 @@ TEST(JobConfigTest, TrainingNoneOrAMap) {
   EXPECT_EQ(with_token->training.steps, 3);
 }
 
+TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
+  const std::string head = std::string(kHead) + "store: runs/x/j.db\ntasks: {families: [arithmetic]}\n";
+  auto defaults = Parse(head + "training: {steps: 2}\ntrainer_api: {token_file: t}\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->training.algorithm, "grpo");
+  EXPECT_EQ(defaults->training.checkpoint_dir, "runs/x/j-checkpoints");
+  EXPECT_TRUE(defaults->training.command.empty());
+  EXPECT_EQ(defaults->training.eval_tasks, 0);
+  EXPECT_EQ(defaults->trainer_api.lease_timeout, std::chrono::minutes(10));
+  auto all = Parse(head +
+                   "training:\n  algorithm: grpo\n  steps: 5\n  learning_rate: 0.001\n  clip: 0.3\n  kl: 0.05\n"
+                   "  grad_clip: 2\n  loss_agg: dr_grpo\n  command: [my-trainer, --fast]\n  checkpoint_dir: ck\n"
+                   "  restarts: 0\n  eval_tasks: 16\n  eval_seed: 9\n"
+                   "trainer_api: {token_file: t, lease_timeout: 2s}\n");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  const JobConfig::Training& t = all->training;
+  EXPECT_EQ(t.steps, 5);
+  EXPECT_DOUBLE_EQ(t.learning_rate, 0.001);
+  EXPECT_DOUBLE_EQ(t.clip, 0.3);
+  EXPECT_DOUBLE_EQ(t.kl, 0.05);
+  EXPECT_DOUBLE_EQ(t.grad_clip, 2);
+  EXPECT_EQ(t.loss_agg, "dr_grpo");
+  EXPECT_EQ(t.command, (std::vector<std::string>{"my-trainer", "--fast"}));
+  EXPECT_EQ(t.checkpoint_dir, "ck");
+  EXPECT_EQ(t.restarts, 0);
+  EXPECT_EQ(t.eval_tasks, 16);
+  EXPECT_EQ(t.eval_seed, 9);
+  EXPECT_EQ(all->trainer_api.lease_timeout, std::chrono::seconds(2));
+
+  auto algorithm = Parse(head + "training: {algorithm: ppo}\ntrainer_api: {token_file: t}\n");
+  ASSERT_FALSE(algorithm.ok());
+  EXPECT_NE(algorithm.status().message().find("j.yaml:6: training.algorithm: "), std::string::npos)
+      << algorithm.status().message();
+  auto lr = Parse(head + "training: {learning_rate: 2}\ntrainer_api: {token_file: t}\n");
+  ASSERT_FALSE(lr.ok());
+  EXPECT_NE(lr.status().message().find("training.learning_rate: "), std::string::npos) << lr.status().message();
+  auto lease = Parse(head + "training: {steps: 1}\ntrainer_api: {token_file: t, lease_timeout: 1ms}\n");
+  ASSERT_FALSE(lease.ok());
+  EXPECT_NE(lease.status().message().find("trainer_api.lease_timeout: "), std::string::npos) << lease.status().message();
+}
+
+TEST(JobConfigTest, DistillationNeedsATeacher) {
+  const std::string head = std::string(kHead) + "tasks: {families: [arithmetic]}\ntrainer_api: {token_file: t}\n";
+  auto no_url = Parse(head + "training:\n  algorithm: distill\n  teacher_model: big\n");
+  ASSERT_FALSE(no_url.ok());
+  EXPECT_EQ(no_url.status().message().rfind("j.yaml:7: training.teacher_url: required when training.algorithm is distill", 0), 0u)
+      << no_url.status().message();
+  auto no_model = Parse(head + "training:\n  algorithm: distill\n  teacher_url: http://127.0.0.1:9\n");
+  ASSERT_FALSE(no_model.ok());
+  EXPECT_NE(no_model.status().message().find("training.teacher_model: required"), std::string::npos)
+      << no_model.status().message();
+  auto ok = Parse(head + "training:\n  algorithm: distill\n  teacher_url: http://127.0.0.1:9\n  teacher_model: big\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->training.teacher_url, "http://127.0.0.1:9");
+  auto grpo = Parse(head + "training: {steps: 1}\n");
+  ASSERT_TRUE(grpo.ok()) << grpo.status().ToString();
+}
+
 TEST(JobConfigTest, RateLimitsNameAFamilyOfTheJobAndAPositiveRate) {
   auto ok = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nscheduler:\n  rate_limits: {arithmetic: 2.5}\n");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
