@@ -1,0 +1,77 @@
+import math
+
+import pytest
+import torch
+
+from flashroll import losses
+
+# Two samples of three tokens; token 0 is prompt. Ratios r = exp(logp - behaviour):
+#   sample 0 (A = +2): 1.5 (clipped above to 1.2), 0.5 (below the clip, kept: min picks 0.5 A)
+#   sample 1 (A = -1): 0.5 (clipped below: min picks 0.8 A), 1.5 (masked out)
+RATIOS = torch.tensor([[1.0, 1.5, 0.5], [1.0, 0.5, 1.5]])
+MASK = torch.tensor([[0.0, 1, 1], [0, 1, 0]])
+ADV = torch.tensor([[2.0], [-1.0]]) * MASK
+LOGP = torch.zeros(2, 3)
+BEHAVIOUR = -RATIOS.log()
+TOKEN_SUM = -(1.2 * 2) - (0.5 * 2) - (0.8 * -1)  # -2.6
+
+
+def test_token_mean_and_dr_grpo_denominators():
+    per_sample = MASK.sum(1)
+    assert losses.loss_denominator(per_sample, "token_mean", 4) == 3.0
+    assert losses.loss_denominator(per_sample, "dr_grpo", 4) == 8.0  # 2 samples x 4 tokens, whatever their lengths
+    with pytest.raises(ValueError, match="loss_agg 'seq_mean'"):
+        losses.loss_denominator(per_sample, "seq_mean", 4)
+
+
+@pytest.mark.parametrize("agg,expected", [("token_mean", TOKEN_SUM / 3), ("dr_grpo", TOKEN_SUM / 8)])
+def test_grpo_loss_clips_both_sides_and_masks(agg, expected):
+    denominator = losses.loss_denominator(MASK.sum(1), agg, 4)
+    loss, clipped, kl = losses.grpo_loss(LOGP, BEHAVIOUR, ADV, MASK, 0.2, denominator)
+    assert float(loss) == pytest.approx(expected, rel=1e-6)
+    assert float(clipped) == 3  # all three masked ratios lie outside [0.8, 1.2]
+    assert float(kl) == 0
+
+
+def test_grpo_gradient_is_zero_where_clipped():
+    logp = LOGP.clone().requires_grad_()
+    loss, _, _ = losses.grpo_loss(logp, BEHAVIOUR, ADV, MASK, 0.2, 1.0)
+    loss.backward()
+    # Only sample 0's ratio 0.5 token is unclipped: d/dlogp of -r A = -r A = -1.0.
+    assert torch.allclose(logp.grad, torch.tensor([[0, 0, -1.0], [0, 0, 0]]))
+
+
+def test_kl_k3_and_its_weight_in_the_loss():
+    ref = torch.tensor([[0.0, math.log(2), 0.0], [0.0, 0.0, 5.0]])
+    k3 = 2 - math.log(2) - 1
+    assert losses.kl_k3(LOGP, ref)[0, 1].item() == pytest.approx(k3)
+    assert losses.kl_k3(LOGP, LOGP).abs().max().item() == 0
+    loss, _, kl = losses.grpo_loss(LOGP, BEHAVIOUR, ADV, MASK, 0.2, 1.0, ref_logp=ref, kl_coef=0.1)
+    assert float(kl) == pytest.approx(k3)  # sample 1's ref gap sits on a masked token
+    assert float(loss) == pytest.approx(TOKEN_SUM + 0.1 * k3, rel=1e-6)
+
+
+def test_reverse_kl_over_the_vocabulary():
+    student = torch.tensor([[[0.9, 0.1], [0.5, 0.5]]]).log()
+    teacher = torch.tensor([[[0.1, 0.9], [0.25, 0.75]]]).log()
+    mask = torch.tensor([[0.0, 1.0]])
+    expected = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+    assert float(losses.reverse_kl_loss(student, teacher, mask, 1.0)) == pytest.approx(expected, rel=1e-6)
+    assert float(losses.reverse_kl_loss(student, student, mask, 1.0)) == pytest.approx(0, abs=1e-7)
+
+
+def test_entropy_sum():
+    log_probs = torch.tensor([[[0.5, 0.5], [1.0, 1e-30]]]).log()
+    assert losses.entropy_sum(log_probs, torch.tensor([[1.0, 0.0]])) == pytest.approx(math.log(2))
+
+
+def test_mismatch_counts_only_masked_tokens_of_the_held_version():
+    trainer = torch.tensor([[0.0, -1.0, -2.0, -3.0, -4.0]])
+    engine = torch.tensor([[0.0, -1.1, -1.8, -3.5, -9.0]])
+    mask = torch.tensor([[0.0, 1, 1, 1, 0]])
+    versions = torch.tensor([[-1, 0, 0, 1, 0]])
+    gap_abs, gap, count = losses.mismatch_sums(trainer, engine, mask, versions, 0)
+    assert count == 2
+    assert gap_abs == pytest.approx(0.3, rel=1e-5)
+    assert gap == pytest.approx(0.1, rel=1e-4)  # (-0.1) + 0.2
+    assert losses.mismatch_sums(trainer, engine, mask, versions, 1)[2] == 1
