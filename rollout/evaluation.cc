@@ -1,5 +1,7 @@
 #include "rollout/evaluation.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 
@@ -13,11 +15,21 @@ namespace {
 void Add(EvalCounts& counts, const Episode& episode) {
   counts.episodes += 1;
   counts.successes += episode.verdict.success ? 1 : 0;
+  int64_t reasoning = 0;
   for (const EpisodeTurn& turn : episode.turns) {
     counts.turns += 1;
     counts.valid_turns += turn.format_valid ? 1 : 0;
-    counts.reasoning_tokens += turn.reasoning_tokens;
+    reasoning += turn.reasoning_tokens;
   }
+  counts.reasoning_tokens += reasoning;
+  counts.reasoning_tokens_sq += static_cast<double>(reasoning) * static_cast<double>(reasoning);
+}
+
+// The sample standard deviation of the episodes' reasoning tokens.
+double ReasoningSd(const EvalCounts& c) {
+  if (c.episodes < 2) return 0.0;
+  const double n = c.episodes, mean = static_cast<double>(c.reasoning_tokens) / n;
+  return std::sqrt(std::max(0.0, (c.reasoning_tokens_sq - n * mean * mean) / (n - 1)));
 }
 
 nlohmann::json CountsJson(const EvalCounts& c) {
@@ -25,7 +37,9 @@ nlohmann::json CountsJson(const EvalCounts& c) {
           {"success_rate", c.episodes ? static_cast<double>(c.successes) / c.episodes : 0.0},
           {"format_valid_rate", c.turns ? static_cast<double>(c.valid_turns) / c.turns : 0.0},
           {"turns", c.turns},
-          {"mean_reasoning_tokens", c.episodes ? static_cast<double>(c.reasoning_tokens) / c.episodes : 0.0}};
+          {"successes", c.successes},
+          {"mean_reasoning_tokens", c.episodes ? static_cast<double>(c.reasoning_tokens) / c.episodes : 0.0},
+          {"sd_reasoning_tokens", ReasoningSd(c)}};
 }
 
 std::string CountsLine(const std::string& name, const EvalCounts& c) {

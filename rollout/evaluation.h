@@ -43,6 +43,7 @@ struct EvalCounts {
   int turns = 0;
   int valid_turns = 0;
   int64_t reasoning_tokens = 0;  // over all turns of all episodes
+  double reasoning_tokens_sq = 0;  // sum over episodes of (the episode's reasoning tokens)^2, for a spread
 };
 
 struct EvalReport {
