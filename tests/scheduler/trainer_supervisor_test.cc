@@ -1,0 +1,125 @@
+#include "scheduler/trainer_supervisor.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace flashroll {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+ChildOptions Shell(const std::string& script, const std::string& log = "") {
+  ChildOptions options;
+  options.argv = {"/bin/sh", "-c", script};
+  options.output_path = log;
+  return options;
+}
+
+TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
+  JobConfig config;
+  config.model.path = "models/default";
+  config.trainer_api.token_file = "tok";
+  config.training.enabled = true;
+  config.training.steps = 7;
+  config.training.learning_rate = 3e-5;
+  config.training.checkpoint_dir = "runs/ck";
+  config.scheduler.batch_groups = 2;
+  config.rollout.temperature = 0.7;
+  const std::vector<std::string> argv = TrainerArgv(config, {"http://127.0.0.1:9", "runs/t.jsonl"});
+  ASSERT_GE(argv.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(argv.begin(), argv.begin() + 3),
+            (std::vector<std::string>{"/usr/bin/python3", "-m", "flashroll.trainers.grpo"}));
+  auto flag = [&](const std::string& name) -> std::string {
+    auto it = std::find(argv.begin(), argv.end(), name);
+    return it != argv.end() && it + 1 != argv.end() ? *(it + 1) : "<missing>";
+  };
+  EXPECT_EQ(flag("--api"), "http://127.0.0.1:9");
+  EXPECT_EQ(flag("--token-file"), "tok");
+  EXPECT_EQ(flag("--model"), "models/default");
+  EXPECT_EQ(flag("--checkpoint-root"), "runs/ck");
+  EXPECT_EQ(flag("--steps"), "7");
+  EXPECT_EQ(flag("--lr"), "3e-05");
+  EXPECT_EQ(flag("--groups-per-step"), "2");
+  EXPECT_EQ(flag("--temperature"), "0.7");
+  EXPECT_EQ(flag("--loss-agg"), "token_mean");
+  EXPECT_EQ(flag("--log"), "runs/t.jsonl");
+  EXPECT_EQ(flag("--teacher-url"), "<missing>");
+
+  config.training.algorithm = "distill";
+  config.training.teacher_url = "http://127.0.0.1:10";
+  config.training.teacher_model = "teacher";
+  config.training.command = {"my-trainer", "--x"};
+  const std::vector<std::string> distill = TrainerArgv(config, {"http://127.0.0.1:9", "t.jsonl"});
+  EXPECT_EQ(distill[0], "my-trainer");
+  EXPECT_EQ(distill[1], "--x");
+  EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-url") + 1), "http://127.0.0.1:10");
+  EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-model") + 1), "teacher");
+}
+
+TEST(TrainerSupervisorTest, ATrainerThatSucceedsEndsOk) {
+  auto s = TrainerSupervisor::Start(Shell("exit 0"), 2, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE((*s)->Wait().ok());
+  EXPECT_TRUE((*s)->finished());
+  EXPECT_EQ((*s)->restarts_used(), 0);
+}
+
+TEST(TrainerSupervisorTest, ADyingTrainerIsRestartedThenTheJobIsTold) {
+  const std::string log = ::testing::TempDir() + "/supervised.log";
+  std::filesystem::remove(log);
+  std::vector<std::string> events;
+  std::mutex mu;
+  auto s = TrainerSupervisor::Start(Shell("echo run; exit 3", log), 2, [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(line);
+  });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const Status result = (*s)->Wait();
+  EXPECT_EQ(result.code(), Code::kInternal);
+  EXPECT_EQ(result.message(), "trainer exited with status 3 after 2 restarts (log: " + log + ")");
+  EXPECT_EQ((*s)->restarts_used(), 2);
+  EXPECT_EQ(ReadAll(log), "run\nrun\nrun\n") << "started three times";
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[1], "trainer exited with status 3; restart 1 of 2 (log: " + log + ")");
+}
+
+TEST(TrainerSupervisorTest, ARestartedTrainerThatThenSucceedsEndsOk) {
+  const std::string marker = ::testing::TempDir() + "/supervised.marker";
+  std::filesystem::remove(marker);
+  // Fails the first time, succeeds once the marker exists: a trainer that resumes.
+  auto s = TrainerSupervisor::Start(Shell("test -e " + marker + " && exit 0; touch " + marker + "; exit 1"), 1, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE((*s)->Wait().ok());
+  EXPECT_EQ((*s)->restarts_used(), 1);
+}
+
+TEST(TrainerSupervisorTest, StopEndsARunningTrainerWithoutARestart) {
+  auto s = TrainerSupervisor::Start(Shell("sleep 30"), 5, nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE((*s)->finished());
+  const auto start = std::chrono::steady_clock::now();
+  (*s)->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE((*s)->finished());
+  EXPECT_TRUE((*s)->Wait().ok());
+  EXPECT_EQ((*s)->restarts_used(), 0);
+}
+
+TEST(TrainerSupervisorTest, AMissingProgramFailsAtStart) {
+  ChildOptions options;
+  options.argv = {"/nonexistent/trainer"};
+  EXPECT_EQ(TrainerSupervisor::Start(options, 1, nullptr).status().code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace flashroll
