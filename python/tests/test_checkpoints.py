@@ -1,0 +1,40 @@
+import os
+
+import pytest
+import torch
+
+from conftest import DEFAULT_MODEL
+from flashroll import checkpoints, safetensors_io
+from flashroll.model import load_model
+
+
+def fake_checkpoint(root, name, files=checkpoints.FILES):
+    os.makedirs(root / name)
+    for f in files:
+        (root / name / f).write_text("{}")
+
+
+def test_latest_is_the_highest_complete_version(tmp_path):
+    assert checkpoints.latest(tmp_path / "missing") is None
+    fake_checkpoint(tmp_path, "v000001")
+    fake_checkpoint(tmp_path, "v000002")
+    fake_checkpoint(tmp_path, "v000003", files=("config.json",))  # cut short
+    fake_checkpoint(tmp_path, ".v000004.tmp-123")                 # never renamed
+    fake_checkpoint(tmp_path, "step-9")                           # not a version
+    assert checkpoints.versions(tmp_path) == [1, 2, 3]
+    assert checkpoints.latest(tmp_path) == (2, str(tmp_path / "v000002"))
+
+
+def test_write_is_atomic_and_in_the_engine_layout(tmp_path):
+    model = load_model(DEFAULT_MODEL)
+    name = checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {"step": 1, "version": 1})
+    assert name == "v000001"
+    assert sorted(os.listdir(tmp_path)) == ["v000001"]  # the temp directory was renamed
+    assert sorted(os.listdir(tmp_path / name)) == sorted(checkpoints.FILES)
+    assert safetensors_io.read_header(tmp_path / name / "model.safetensors")[:2] == \
+        safetensors_io.read_header(f"{DEFAULT_MODEL}/model.safetensors")[:2]
+    assert checkpoints.load_state(tmp_path / name) == {"step": 1, "version": 1}
+    with pytest.raises(FileExistsError, match="v000001 already exists"):
+        checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {})
+    assert checkpoints.version_dir(1234567) == "v1234567"
+    assert torch.equal(load_model(tmp_path / name).model.norm.weight, model.model.norm.weight)
