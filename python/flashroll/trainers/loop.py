@@ -165,10 +165,10 @@ class Trainer:
             for k, v in extra.items():
                 sums[k] += float(v)
         masked = max(float(masked_per_sample.sum()), 1.0)
-        count = sums.pop("mismatch_tokens")
+        count, gap_abs, gap = (sums.pop(k) for k in ("mismatch_tokens", "mismatch_abs", "mismatch_kl"))
         out = {"loss": sums.pop("loss"), "entropy": sums.pop("entropy") / masked,
-               "mismatch_abs": sums.pop("mismatch_abs") / count if count else None,
-               "mismatch_kl": sums.pop("mismatch_kl") / count if count else None,
+               "mismatch_abs": gap_abs / count if count else None,
+               "mismatch_kl": gap / count if count else None,
                "mismatch_tokens": int(count)}
         out.update({k: v / masked for k, v in sums.items()})  # the objective's per-token means
         return out

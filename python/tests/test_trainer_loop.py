@@ -1,0 +1,133 @@
+"""The trainers' loop against a fake trainer API (fake_trainer_api.py),
+in-process: steps, checkpoints, publishing, resume, dropped leases."""
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import DEFAULT_MODEL
+from fake_trainer_api import FakeTrainerApi
+from flashroll import checkpoints
+from flashroll.batch import token_logprobs
+from flashroll.model import load_model
+from flashroll.trainers import grpo, loop
+
+TEMPERATURE = 0.7
+
+
+def make_groups(count, group_size=2, prompt=12, sampled=20, seed=0):
+    """Groups of samples whose behaviour logprobs are the initial model's own
+    (version 0), with advantages +-1 and one masked-stale token per sample."""
+    rng = np.random.RandomState(seed)
+    model = load_model(DEFAULT_MODEL)
+    groups = []
+    for g in range(count):
+        samples = []
+        for i in range(group_size):
+            tokens = rng.randint(3, 2487, size=prompt + sampled).tolist()
+            with torch.no_grad():
+                logp, _ = token_logprobs(model(torch.tensor([tokens])), torch.tensor([tokens]), TEMPERATURE)
+            mask = [0] * prompt + [1] * sampled
+            mask[-1] = 0  # masked as too stale by the server
+            samples.append({
+                "sample_id": 100 * g + i, "tokens": tokens,
+                "logprobs": [0.0] * prompt + logp[0, prompt:].tolist(), "versions": [-1] * prompt + [0] * sampled,
+                "loss_mask": mask, "prompt_tokens": prompt, "reward": float(i), "reward_parts": {"verifier": float(i)},
+                "advantage": 1.0 if i % 2 else -1.0, "reasoning_tokens": 10 + i, "status": "completed",
+                "success": bool(i % 2)})
+        groups.append({"group_id": g, "task_id": g, "task_key": f"t-{g}", "effort": 50 if g % 2 else 100,
+                       "samples": samples})
+    return groups
+
+
+@pytest.fixture(scope="module")
+def groups():
+    return make_groups(6)
+
+
+def argv(api, tmp_path, steps, *extra):
+    (tmp_path / "token").write_text("secret\n")
+    return ["--api", api.url, "--token-file", str(tmp_path / "token"), "--model", DEFAULT_MODEL,
+            "--checkpoint-root", str(tmp_path / "ckpt"), "--steps", str(steps), "--lr", "1e-3", "--clip", "0.2",
+            "--kl", "0", "--groups-per-step", "2", "--temperature", str(TEMPERATURE), "--loss-agg", "token_mean",
+            "--log", str(tmp_path / "log.jsonl"), "--seed", "1", "--poll-timeout", "1", *extra]
+
+
+def read_log(tmp_path):
+    return [json.loads(line) for line in open(tmp_path / "log.jsonl")]
+
+
+def test_steps_publish_checkpoints_and_log(tmp_path, groups):
+    with FakeTrainerApi(groups[:4]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 2)) == 0
+    assert api.weights == [("v000001", 1), ("v000002", 2)]
+    assert len(api.acked) == 2
+    assert checkpoints.latest(tmp_path / "ckpt") == (2, str(tmp_path / "ckpt" / "v000002"))
+    log = read_log(tmp_path)
+    assert [r["step"] for r in log] == [1, 2] and [r["version"] for r in log] == [1, 2]
+    first = log[0]
+    assert first["samples"] == 4 and first["tokens"] == 4 * 32 and first["loss_tokens"] == 4 * 19
+    assert first["reward_by_effort"] == {"50": 0.5, "100": 0.5} and first["success"] == 0.5
+    assert first["reasoning_tokens_by_effort"] == {"50": 10.5, "100": 10.5}
+    # Step 1 trains on the weights that sampled the batch (version 0): the
+    # only mismatch is the trainer's fp32 arithmetic against the logged logprobs.
+    assert first["mismatch_tokens"] == 4 * 19 and first["mismatch_abs"] < 1e-5
+    assert first["clip_fraction"] == 0 and first["grad_norm"] > 0 and first["entropy"] > 0
+    # Step 2's batch was sampled by version 0, but the trainer holds version 1.
+    assert log[1]["mismatch_tokens"] == 0 and log[1]["mismatch_abs"] is None
+    assert not torch.equal(load_model(tmp_path / "ckpt" / "v000002").model.norm.weight,
+                           load_model(DEFAULT_MODEL).model.norm.weight)
+
+
+def test_resume_continues_from_the_highest_complete_checkpoint(tmp_path, groups, capsys):
+    with FakeTrainerApi(groups[:2]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
+    os.makedirs(tmp_path / "ckpt" / ".v000002.tmp-1")  # a crash mid-write leaves this behind
+    state = checkpoints.load_state(tmp_path / "ckpt" / "v000001")
+    with FakeTrainerApi(groups[2:6]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 3)) == 0
+    assert "resumed from" in capsys.readouterr().err
+    assert api.weights == [("v000002", 2), ("v000003", 3)]
+    assert [r["step"] for r in read_log(tmp_path)] == [1, 2, 3]
+    assert state["step"] == 1 and state["version"] == 1 and set(state) >= {"model", "optimizer", "rng"}
+    # At --steps already: nothing leased, nothing published.
+    with FakeTrainerApi(groups[:2]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 3)) == 0
+    assert api.weights == [] and len(api.queue) == 2
+
+
+def test_never_publishes_a_version_already_on_disk(tmp_path, groups):
+    os.makedirs(tmp_path / "ckpt" / "v000007")  # incomplete, but its version is taken
+    with FakeTrainerApi(groups[:2]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
+    assert api.weights == [("v000008", 8)]
+
+
+def test_an_expired_lease_drops_the_batch(tmp_path, groups, capsys):
+    with FakeTrainerApi(groups[:2]) as api:
+        api.TEST_expire_next_ack = True
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
+    assert "lease expired" in capsys.readouterr().err
+    # The same groups came back under a new lease; only that one was acked and stepped on.
+    assert len(api.acked) == 1 and api.weights == [("v000001", 1)]
+    assert [r["step"] for r in read_log(tmp_path)] == [1]
+
+
+def test_a_closed_queue_ends_the_run(tmp_path, capsys):
+    with FakeTrainerApi([]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 5)) == 0
+    assert "the job has finished" in capsys.readouterr().err
+    assert api.weights == []
+
+
+def test_kl_and_dr_grpo(tmp_path, groups):
+    with FakeTrainerApi(groups[:4]) as api:
+        args = argv(api, tmp_path, 2)
+        args[args.index("--kl") + 1] = "0.5"
+        args[args.index("--loss-agg") + 1] = "dr_grpo"
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, args + ["--max-tokens", "64"]) == 0
+    log = read_log(tmp_path)
+    assert log[0]["kl"] == pytest.approx(0, abs=1e-9)  # the policy is the reference before step 1
+    assert log[1]["kl"] > 0
