@@ -1,0 +1,26 @@
+// The training part of an RL job's closing summary: the trainer's per-step
+// table (read from its JSON-lines log) and the fixed evaluation set before
+// and after training, each change with its standard error.
+//
+// Thread safety: plain functions.
+#pragma once
+
+#include <string>
+
+#include "common/json.h"
+
+namespace flashroll {
+
+// One row per line of the trainer's log (flashroll.trainers: step, version,
+// samples, success, reward_by_effort, reasoning_tokens_by_effort,
+// mismatch_abs, clip_fraction, tokens_per_s). Lines that are not JSON
+// objects are skipped; a missing file gives "".
+std::string TrainingStepsTable(const std::string& log_path);
+
+// eval = {"before": EvalReport JSON, "after": ...}: per effort and in total,
+// success before and after with the change and its standard error (two
+// independent proportions), and mean reasoning tokens with the change and a
+// 95% interval. "" when either side is missing.
+std::string EvalComparison(const Json& eval);
+
+}  // namespace flashroll
