@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -16,9 +17,11 @@
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
 #include "engine/serving/engine.h"
+#include "engine/serving/weight_loader.h"
 #include "rewards/advantages.h"
 #include "rewards/length_reward.h"
 #include "rollout/episode.h"
+#include "rollout/evaluation.h"
 #include "rollout/sandbox_workspace.h"
 #include "rollout/scaffold.h"
 #include "sandbox/sandbox.h"
@@ -26,6 +29,8 @@
 #include "scheduler/export.h"
 #include "scheduler/sample_scheduler.h"
 #include "scheduler/trainer_api.h"
+#include "scheduler/trainer_supervisor.h"
+#include "scheduler/training_report.h"
 #include "scheduler/trajectory.h"
 #include "tasks/rng.h"
 #include "tasks/task_record.h"
@@ -139,9 +144,44 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+// The highest published checkpoint in `dir`: the trainer's v<version>
+// directories (written whole, then renamed into place). Name and version.
+std::optional<std::pair<std::string, int64_t>> LatestCheckpoint(const std::string& dir) {
+  std::optional<std::pair<std::string, int64_t>> best;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() < 2 || name[0] != 'v' || !entry.is_directory(ec)) continue;
+    if (name.find_first_not_of("0123456789", 1) != std::string::npos || name.size() > 16) continue;
+    if (!std::filesystem::exists(entry.path() / "config.json", ec)) continue;
+    const int64_t version = std::stoll(name.substr(1));
+    if (!best || version > best->second) best = {{name, version}};
+  }
+  return best;
+}
+
+// The python/ folder of this source tree, for the trainer's PYTHONPATH:
+// beside the binary's build directory, else the working directory's.
+std::string TrainerPythonPath() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path beside = exe.parent_path().parent_path() / "python";
+    if (std::filesystem::exists(beside / "flashroll", ec)) return beside.string();
+  }
+  return std::filesystem::absolute("python", ec).string();
+}
+
+BatchQueueOptions QueueOptions(const JobConfig& config) {
+  BatchQueueOptions options;
+  options.lease_duration = config.trainer_api.lease_timeout;
+  return options;
+}
+
 class Job {
  public:
-  Job(const JobConfig& config, const RlJobOptions& options) : config_(config), options_(options) {}
+  Job(const JobConfig& config, const RlJobOptions& options)
+      : config_(config), options_(options), queue_(QueueOptions(config)) {}
   Result<RlJobSummary> Run();
 
  private:
@@ -152,6 +192,15 @@ class Job {
   // Under mu_: advantages for each finished group, recorded and queued.
   void FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups);
   void Monitor();
+  // Training: the trainer API, the weight loader and the trainer process.
+  Status StartTraining();
+  // Training: after the rollouts, lets the trainer finish and waits for its
+  // last published weights to be in the engine.
+  Status FinishTraining();
+  // The fixed evaluation set on the engine's current weights (training.eval_tasks).
+  Result<Json> EvaluateNow(const char* when);
+  // Where the job keeps a file of its own: beside the store, <name>-<suffix>.
+  std::string JobFile(const std::string& suffix) const;
   std::string StatusLine(double seconds);
   bool Stopping() const { return stop_.load() || (options_.stop && options_.stop->load()); }
 
@@ -169,6 +218,9 @@ class Job {
   sandbox::SandboxSpec spec_;
   BatchQueue queue_;
   std::unique_ptr<TrainerApi> trainer_api_;
+  std::unique_ptr<engine::WeightLoader> weights_;
+  std::unique_ptr<TrainerSupervisor> trainer_;
+  Json eval_ = Json::object();  // {"before": ..., "after": ...}
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
@@ -261,6 +313,20 @@ Status Job::Open() {
   engine_options.max_running = config_.scheduler.max_in_flight;
   engine_options.kv_memory_bytes = static_cast<int64_t>(config_.model.kv_memory_bytes);
   FR_ASSIGN_OR_RETURN(engine_, engine::Engine::Start(*model_, tokenizer_.get(), engine_options));
+  if (config_.training.enabled) {
+    std::error_code ec;
+    std::filesystem::create_directories(config_.training.checkpoint_dir, ec);
+    if (ec) return Status::IoError("training.checkpoint_dir " + config_.training.checkpoint_dir + ": " + ec.message());
+    auto loader = engine::WeightLoader::Create(engine_.get(), config_.training.checkpoint_dir);
+    if (!loader.ok()) return loader.status().Wrap("training.checkpoint_dir");
+    weights_ = std::move(*loader);
+    // A resumed job continues on the last weights its trainer published.
+    if (auto latest = LatestCheckpoint(config_.training.checkpoint_dir)) {
+      FR_RETURN_IF_ERROR(weights_->Start(latest->first, latest->second).Wrap("resuming on checkpoint " + latest->first));
+      FR_RETURN_IF_ERROR(weights_->WaitForVersion(latest->second, Clock::now() + std::chrono::minutes(5)));
+      log::Info("resumed on published weights", {{"checkpoint", latest->first}, {"version", std::to_string(latest->second)}});
+    }
+  }
   auto manager = sandbox::Manager::Open();
   if (!manager.ok()) return manager.status().Wrap("the job's sandboxes");
   manager_ = std::move(*manager);
@@ -495,6 +561,12 @@ void Job::Monitor() {
         ++busy_polls_;
         running_sum_ += stats.running;
       }
+      if (trainer_ && trainer_->finished() && !stop_.load()) {
+        // The trainer took its steps (or gave up): the rollouts end now.
+        stop_ = true;
+        cancel_episodes_ = true;
+        cv_.notify_all();
+      }
       const int64_t consumed = queue_.Stats().consumed;
       if (consumed > consumed_seen_) {
         scheduler_->Consumed(consumed - consumed_seen_);
@@ -509,27 +581,94 @@ void Job::Monitor() {
   }
 }
 
+std::string Job::JobFile(const std::string& suffix) const {
+  return (std::filesystem::path(config_.store_path).parent_path() / (config_.name + "-" + suffix)).string();
+}
+
+Result<Json> Job::EvaluateNow(const char* when) {
+  EvalOptions eval;
+  for (const std::string& family : config_.tasks.families) eval.families.push_back(FindTaskFamily(family));
+  eval.scaffolds = {scaffold_};
+  eval.efforts.clear();
+  for (int64_t b : config_.rollout.efforts) eval.efforts.push_back(static_cast<int>(b));
+  eval.episodes_per_cell = static_cast<int>(config_.training.eval_tasks);
+  eval.min_difficulty = static_cast<int>(config_.tasks.min_difficulty);
+  eval.max_difficulty = static_cast<int>(config_.tasks.max_difficulty);
+  eval.temperature = config_.rollout.temperature;
+  eval.seed = static_cast<uint64_t>(config_.training.eval_seed);
+  eval.max_turns = static_cast<int>(config_.rollout.max_turns);
+  eval.threads = static_cast<int>(config_.scheduler.max_in_flight);
+  eval.sandbox = spec_;
+  if (options_.on_status) {
+    options_.on_status(std::string("evaluating ") + when + ": " +
+                       std::to_string(eval.episodes_per_cell * static_cast<int>(eval.efforts.size())) +
+                       " episodes on weight version " + std::to_string(engine_->weight_version()));
+  }
+  FR_ASSIGN_OR_RETURN(EvalReport report, Evaluate(*engine_, *tokenizer_, *manager_, eval, nullptr));
+  Json out = report.ToJson();
+  out["weight_version"] = engine_->weight_version();
+  return out;
+}
+
+Status Job::StartTraining() {
+  FR_ASSIGN_OR_RETURN(std::string token, LoadTokenFile(config_.trainer_api.token_file));
+  TrainerApiOptions api;
+  const std::string& listen = config_.trainer_api.listen;
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return Status::InvalidArgument("trainer_api.listen: want HOST:PORT, got " + listen);
+  api.http.host = listen.substr(0, colon);
+  api.http.port = std::atoi(listen.c_str() + colon + 1);
+  api.http.bearer_token = token;
+  api.on_weights = [this](const std::string& path, int64_t version) { return weights_->Start(path, version); };
+  api.status = [this]() -> Json {
+    Json status;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status = summary_.ToJson();
+    }
+    const engine::WeightLoaderState w = weights_->state();
+    status["weight_version"] = w.version;
+    status["pending_version"] = w.pending_version ? Json(*w.pending_version) : Json(nullptr);
+    status["last_weights_error"] = w.last_error;
+    return status;
+  };
+  FR_ASSIGN_OR_RETURN(trainer_api_, TrainerApi::Start(&queue_, api));
+  log::Info("trainer API listening", {{"url", trainer_api_->base_url()}});
+
+  if (config_.training.eval_tasks > 0) {
+    FR_ASSIGN_OR_RETURN(eval_["before"], EvaluateNow("before training"));
+  }
+  ChildOptions child;
+  child.argv = TrainerArgv(config_, {trainer_api_->base_url(), JobFile("trainer.jsonl")});
+  const char* existing = std::getenv("PYTHONPATH");
+  child.env["PYTHONPATH"] = TrainerPythonPath() + (existing && *existing ? std::string(":") + existing : "");
+  child.output_path = JobFile("trainer.log");
+  auto on_event = [this](const std::string& line) {
+    log::Info(line, {});
+    if (options_.on_status) options_.on_status(line);
+  };
+  auto trainer = TrainerSupervisor::Start(child, config_.training.restarts, on_event);
+  if (!trainer.ok()) return trainer.status().Wrap("training.command");
+  trainer_ = std::move(*trainer);
+  return Status::Ok();
+}
+
+Status Job::FinishTraining() {
+  // The trainer drains what is queued, is told the queue closed, and exits.
+  queue_.Close();
+  if (options_.stop && options_.stop->load()) trainer_->Stop();
+  FR_RETURN_IF_ERROR(trainer_->Wait());
+  const engine::WeightLoaderState w = weights_->state();
+  if (w.pending_version) {
+    FR_RETURN_IF_ERROR(weights_->WaitForVersion(*w.pending_version, Clock::now() + std::chrono::minutes(5)));
+  }
+  if (!w.last_error.empty()) log::Warn("a published checkpoint failed to load", {{"error", w.last_error}});
+  return Status::Ok();
+}
+
 Result<RlJobSummary> Job::Run() {
   FR_RETURN_IF_ERROR(Open());
-  if (config_.training.enabled) {
-    FR_ASSIGN_OR_RETURN(std::string token, LoadTokenFile(config_.trainer_api.token_file));
-    TrainerApiOptions api;
-    const std::string& listen = config_.trainer_api.listen;
-    const size_t colon = listen.rfind(':');
-    if (colon == std::string::npos) return Status::InvalidArgument("trainer_api.listen: want HOST:PORT, got " + listen);
-    api.http.host = listen.substr(0, colon);
-    api.http.port = std::atoi(listen.c_str() + colon + 1);
-    api.http.bearer_token = token;
-    api.on_weights = [](const std::string& path, int64_t) -> Status {
-      return Status::Unimplemented("POST /v1/weights: loading " + path + " into the job's engine is not built yet");
-    };
-    api.status = [this]() -> Json {
-      std::lock_guard<std::mutex> lock(mu_);
-      return summary_.ToJson();
-    };
-    FR_ASSIGN_OR_RETURN(trainer_api_, TrainerApi::Start(&queue_, api));
-    log::Info("trainer API listening", {{"url", trainer_api_->base_url()}});
-  }
+  if (config_.training.enabled) FR_RETURN_IF_ERROR(StartTraining());
   const auto start = Clock::now();
   std::vector<std::thread> workers;
   for (int64_t i = 0; i < config_.scheduler.max_in_flight; ++i) workers.emplace_back([this] { Worker(); });
@@ -541,23 +680,49 @@ Result<RlJobSummary> Job::Run() {
     cv_.notify_all();
   }
   monitor.join();
+  const double rollout_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  Status training = Status::Ok();
+  if (trainer_) {
+    training = FinishTraining();
+    const bool interrupted = options_.stop && options_.stop->load();
+    if (training.ok() && !interrupted && config_.training.eval_tasks > 0) {
+      auto after = EvaluateNow("after training");
+      if (after.ok()) {
+        eval_["after"] = std::move(*after);
+      } else {
+        training = after.status().Wrap("evaluation after training");
+      }
+    }
+    if (!eval_.empty()) {
+      std::ofstream(JobFile("eval.json")) << eval_.dump(2) << "\n";
+    }
+  }
   if (trainer_api_) trainer_api_->Stop();
   queue_.Close();
 
   std::lock_guard<std::mutex> lock(mu_);
+  if (first_error_.ok() && !training.ok()) first_error_ = training;
   if (!first_error_.ok()) {
     (void)store::SetJobStatus(*db_, job_id_, store::JobStatus::kFailed);
     return first_error_;
   }
-  const bool finished = scheduler_->done();
+  // A training job is complete when its trainer is: it took its steps or
+  // used up the groups.
+  const bool finished = trainer_ ? !(options_.stop && options_.stop->load()) : scheduler_->done();
   FR_RETURN_IF_ERROR(store::SetJobStatus(*db_, job_id_, finished ? store::JobStatus::kCompleted : store::JobStatus::kPaused));
   summary_.status = finished ? "completed" : "paused";
   summary_.samples_dropped = scheduler_->samples_dropped();
-  summary_.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  summary_.wall_seconds = rollout_seconds;
   summary_.busy_fraction = polls_ ? static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0;
   summary_.mean_batch = busy_polls_ ? static_cast<double>(running_sum_) / static_cast<double>(busy_polls_) : 0.0;
   summary_.engine_tokens_per_second =
       summary_.wall_seconds > 0 ? static_cast<double>(engine_->Stats().generated_tokens) / summary_.wall_seconds : 0.0;
+  if (trainer_) {
+    summary_.weight_version = engine_->weight_version();
+    summary_.trainer_restarts = trainer_->restarts_used();
+    summary_.eval = eval_;
+    summary_.trainer_log = JobFile("trainer.jsonl");
+  }
   return summary_;
 }
 
@@ -580,6 +745,13 @@ std::string RlJobSummary::ToText() const {
                   static_cast<long long>(e.failed), e.reward_sum / n, static_cast<double>(e.reasoning_tokens) / n);
     text += line;
   }
+  if (!trainer_log.empty()) {
+    text += "training: weight version " + std::to_string(weight_version) + ", trainer restarts " +
+            std::to_string(trainer_restarts) + ", per step (" + trainer_log + "):\n" + TrainingStepsTable(trainer_log);
+  }
+  if (const std::string comparison = EvalComparison(eval); !comparison.empty()) {
+    text += "fixed evaluation set, before the first step -> after the last:\n" + comparison;
+  }
   return text;
 }
 
@@ -598,7 +770,9 @@ Json RlJobSummary::ToJson() const {
           {"samples_done", samples_done}, {"samples_dropped", samples_dropped},
           {"wall_seconds", wall_seconds}, {"busy_fraction", busy_fraction},
           {"mean_batch", mean_batch},   {"engine_tokens_per_second", engine_tokens_per_second},
-          {"by_effort", by}};
+          {"by_effort", by},
+          {"weight_version", weight_version}, {"trainer_restarts", trainer_restarts},
+          {"eval", eval}};
 }
 
 Result<RlJobSummary> RunRlJob(const JobConfig& config, const RlJobOptions& options) {

@@ -9,9 +9,14 @@
 // store once its last sample finished, so a resumed group mixes old and new
 // samples correctly.
 //
-// Weights published through the trainer API are swapped into the engine
-// at the next token boundary: running samples continue on the new weights
-// without re-prefill, each token keeping the version that produced it.
+// With `training:` the job starts the trainer (TrainerSupervisor), serves
+// it the finished groups (TrainerApi) and loads the weights it publishes
+// from training.checkpoint_dir (engine::WeightLoader): they are swapped
+// into the engine at the next token boundary, running samples continue on
+// them without re-prefill, each token keeping the version that produced it.
+// The job ends when the trainer does (its steps taken, or the groups used
+// up); the fixed evaluation set runs before the first step and after the
+// last. A resumed training job starts on the last published weights.
 //
 // Thread safety: RunRlJob runs the job on its own threads and returns when
 // it has finished or was stopped (Stop() from any thread, e.g. a signal).
@@ -46,6 +51,12 @@ struct RlJobSummary {
   double mean_batch = 0;     // mean running sequences while busy
   double engine_tokens_per_second = 0;
   std::map<int, EffortSummary> by_effort;
+  // Training jobs: the engine's final weight version, how often the trainer
+  // was restarted, the fixed evaluation before/after and the trainer's log.
+  int64_t weight_version = 0;
+  int64_t trainer_restarts = 0;
+  Json eval = Json::object();
+  std::string trainer_log;
 
   std::string ToText() const;
   Json ToJson() const;
