@@ -11,6 +11,10 @@ packages=(
   libseccomp-dev libarchive-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev
   busybox-static iproute2 crun runc bubblewrap
   python3-numpy
+  # The trainer side (python/): PyTorch and pytest from Debian, and OpenBLAS,
+  # which Debian's torch uses through libblas.so.3 (about 13x the reference
+  # BLAS it falls back to without it).
+  python3-torch python3-pytest libopenblas0-pthread
 )
 
 missing=()
