@@ -73,6 +73,8 @@ Result<int> ConfinedRoot::OpenRegularFile(const std::string& relative) const {
         return Status::PermissionDenied(what + ": a magic link or a loop of symlinks");
       case ENXIO:  // a socket, which cannot be opened as a file
         return Status::PermissionDenied(what + ": not a regular file");
+      case ENOTDIR:  // a file, FIFO or device where the path needs a directory
+        return Status::PermissionDenied(what + ": a component of the path is not a directory");
       case ENOSYS:
         return Status::Unimplemented("openat2 " + what + ": this kernel has no openat2 (Linux 5.6 or later)");
       default:

@@ -115,6 +115,17 @@ TEST_F(ConfinedRootTest, AFifoIsRefusedAtOnce) {
   EXPECT_NE(fd.status().message().find("a FIFO"), std::string::npos) << fd.status().ToString();
 }
 
+TEST_F(ConfinedRootTest, AFileOrFifoUsedAsADirectoryIsRefused) {
+  ASSERT_EQ(::mkfifo((Root() + "/fifo").c_str(), 0600), 0);
+  for (const char* path : {"fifo/config.json", "sub/file.txt/config.json"}) {
+    Result<int> fd = root_->OpenRegularFile(path);
+    if (fd.ok()) ::close(*fd);
+    ASSERT_FALSE(fd.ok()) << path;
+    EXPECT_EQ(fd.status().code(), Code::kPermissionDenied) << fd.status().ToString();
+    EXPECT_NE(fd.status().message().find("not a directory"), std::string::npos) << fd.status().ToString();
+  }
+}
+
 TEST_F(ConfinedRootTest, DirectoriesAndDeviceNodesAreRefused) {
   ExpectDenied("sub");
   if (::mknod((Root() + "/null-device").c_str(), S_IFCHR | 0600, makedev(1, 3)) != 0) {
