@@ -1,0 +1,156 @@
+// The RL job with a trainer: the real Python GRPO trainer through the CLI
+// (weights published, loaded and served; evaluation before and after), a
+// trainer that keeps dying, and a test-double trainer (a short Python
+// script named as such) that publishes weights the job must refuse.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/store.h"
+#include "scheduler/job_config.h"
+#include "scheduler/rl_job.h"
+
+namespace flashroll {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class TrainingJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/training_job_test.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    std::ofstream(dir_ + "/token") << "training-job-test-token\n";
+    ::chmod((dir_ + "/token").c_str(), 0600);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string WriteConfig(const std::string& name, const std::string& training) {
+    const std::string path = dir_ + "/" + name + ".yaml";
+    std::ofstream(path) << "kind: rl_job\nname: " << name << "\nstore: " << dir_ << "/store.db\n"
+                        << "model: {path: models/default, threads: 2}\n"
+                        << "tasks: {families: [arithmetic], count: 4, seed: 5}\n"
+                        << "rollout: {max_turns: 3, max_tokens: 384, efforts: [100]}\n"
+                        << "scheduler: {group_size: 2, max_in_flight: 4, max_per_task: 4, batch_groups: 1}\n"
+                        << "training:\n" << training
+                        << "trainer_api: {listen: '127.0.0.1:0', token_file: " << dir_ << "/token, lease_timeout: 60s}\n";
+    return path;
+  }
+
+  JobConfig Load(const std::string& path) {
+    auto file = LoadYamlFile(path);
+    EXPECT_TRUE(file.ok()) << file.status().ToString();
+    auto config = ParseJobConfig(*file);
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return *config;
+  }
+
+  std::string dir_;
+};
+
+// The whole closed loop through the CLI, as `make run` starts it.
+TEST_F(TrainingJobTest, ThePythonTrainerTrainsAndTheEngineServesItsWeights) {
+  const std::string config = WriteConfig("loop", "  steps: 1\n  learning_rate: 0.0001\n  eval_tasks: 1\n");
+  const std::string out = dir_ + "/out.txt";
+  const std::string command = std::string(FLASHROLL_BIN) + " run " + config + " > " + out + " 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << ReadAll(out) << ReadAll(dir_ + "/loop-trainer.log");
+  const std::string output = ReadAll(out);
+  EXPECT_NE(output.find("completed"), std::string::npos) << output;
+  EXPECT_NE(output.find("training: weight version 1, trainer restarts 0"), std::string::npos) << output;
+  EXPECT_NE(output.find("fixed evaluation set"), std::string::npos) << output;
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/loop-checkpoints/v000001/model.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/loop-checkpoints/v000001/config.json"));
+  const nlohmann::json step = nlohmann::json::parse(ReadAll(dir_ + "/loop-trainer.jsonl"));
+  EXPECT_EQ(step["step"], 1);
+  EXPECT_EQ(step["version"], 1);
+  const nlohmann::json eval = nlohmann::json::parse(ReadAll(dir_ + "/loop-eval.json"));
+  EXPECT_EQ(eval["before"]["weight_version"], 0);
+  EXPECT_EQ(eval["after"]["weight_version"], 1) << "the evaluation after runs on the published weights";
+  EXPECT_EQ(eval["after"]["total"]["episodes"], 1);
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  auto stmt = (*db)->Prepare("SELECT status FROM jobs");
+  ASSERT_TRUE(stmt.ok());
+  ASSERT_TRUE(*stmt->Step());
+  EXPECT_EQ(stmt->ColumnText(0), "completed");
+}
+
+TEST_F(TrainingJobTest, ATrainerThatKeepsDyingFailsTheJobAfterItsRestarts) {
+  const JobConfig config = Load(WriteConfig("dying", "  command: [/bin/sh, -c, 'echo dying; exit 3', sh]\n  restarts: 1\n"));
+  std::vector<std::string> lines;
+  RlJobOptions options;
+  options.on_status = [&](const std::string& line) { lines.push_back(line); };
+  auto summary = RunRlJob(config, options);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().message(),
+            "trainer exited with status 3 after 1 restarts (log: " + dir_ + "/dying-trainer.log)");
+  EXPECT_EQ(ReadAll(dir_ + "/dying-trainer.log"), "dying\ndying\n");
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  auto stmt = (*db)->Prepare("SELECT status FROM jobs");
+  ASSERT_TRUE(*stmt->Step());
+  EXPECT_EQ(stmt->ColumnText(0), "failed");
+}
+
+// A test double of a trainer: publishes weights the job must refuse, writes
+// each answer's status and message to answers.txt, and exits 0.
+constexpr char kRefusedWeightsTrainer[] = R"PY(
+import json, os, shutil, sys, urllib.request, urllib.error
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+os.makedirs(os.path.join(root, "v000002"))
+cfg = json.load(open(os.path.join(args["--model"], "config.json")))
+cfg["hidden_size"] = 128
+json.dump(cfg, open(os.path.join(root, "v000002", "config.json"), "w"))
+shutil.copy(os.path.join(args["--model"], "model.safetensors"), os.path.join(root, "v000002"))
+os.mkfifo(os.path.join(root, "fifo"))
+def post(path, version):
+    req = urllib.request.Request(args["--api"] + "/v1/weights", data=json.dumps({"path": path, "version": version}).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, ""
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())["error"]["message"]
+with open(os.path.join(os.path.dirname(root), "answers.txt"), "w") as out:
+    for path, version in [("../../etc", 1), ("/etc", 1), ("fifo", 1), ("v000009", 1), ("v000002", 2)]:
+        out.write("%s %d %d %s\n" % (path, version, *post(path, version)))
+    with urllib.request.urlopen(urllib.request.Request(args["--api"] + "/v1/status", headers={"Authorization": "Bearer " + token})) as r:
+        out.write("version %d\n" % json.load(r)["weight_version"])
+)PY";
+
+TEST_F(TrainingJobTest, WeightsOutsideTheRootOrUnlikeTheModelAreRefusedAndTheOldOnesServe) {
+  std::ofstream(dir_ + "/double.py") << kRefusedWeightsTrainer;
+  const JobConfig config = Load(WriteConfig("refused", "  command: [/usr/bin/python3, " + dir_ + "/double.py]\n  restarts: 0\n"));
+  auto summary = RunRlJob(config, {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->weight_version, 0);
+  std::istringstream answers(ReadAll(dir_ + "/answers.txt"));
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(answers, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 6u) << ReadAll(dir_ + "/answers.txt") << ReadAll(dir_ + "/refused-trainer.log");
+  EXPECT_EQ(lines[0].rfind("../../etc 1 403 ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("/etc 1 403 ", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("fifo 1 403 ", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[3].rfind("v000009 1 404 ", 0), 0u) << lines[3];
+  EXPECT_EQ(lines[4].rfind("v000002 2 400 ", 0), 0u) << lines[4];
+  EXPECT_NE(lines[4].find("hidden_size"), std::string::npos) << "the message names the field: " << lines[4];
+  EXPECT_EQ(lines[5], "version 0") << "the old weights keep serving";
+}
+
+}  // namespace
+}  // namespace flashroll
