@@ -38,7 +38,8 @@ def test_right_padding_leaves_earlier_positions_alone():
     with torch.no_grad():
         short = model(torch.tensor([TOKENS[:20]]))
         padded = model(torch.tensor([TOKENS[:20] + [0] * 7]))
-    assert torch.equal(short[0], padded[0, :20])
+    # Equal up to BLAS blocking, which may differ with the row count.
+    assert torch.allclose(short[0], padded[0, :20], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("model_dir", [DEFAULT_MODEL, MOE_MODEL])
