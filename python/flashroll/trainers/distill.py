@@ -82,7 +82,7 @@ class Distill:
             contexts.append((p, self.teacher.score(tokens[:p], tokens[p:], self.temperature, self.vocab)))
         return contexts
 
-    def loss(self, mb, logits, logp, log_probs, contexts, denominator):
+    def loss(self, mb, logp, log_probs, contexts, denominator):
         teacher = torch.zeros_like(log_probs)  # [B, T, V]; rows left 0 are masked out
         for i, ctx in enumerate(contexts):
             if ctx is not None:

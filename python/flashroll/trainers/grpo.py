@@ -28,7 +28,7 @@ class Grpo:
     def prepare(self, pairs):
         return [None] * len(pairs)
 
-    def loss(self, mb, logits, logp, log_probs, contexts, denominator):
+    def loss(self, mb, logp, log_probs, contexts, denominator):
         ref_logp = None
         if self.reference is not None:
             with torch.no_grad():

@@ -17,10 +17,10 @@ Per step:
 An objective, built from the parsed flags (setting up e.g. a reference
 model or a teacher), supplies what differs between trainers:
   objective.prepare(pairs)         -> one context per (group, sample), before the forward
-  objective.loss(mb, logits, logp, log_probs, contexts, denominator)
+  objective.loss(mb, logp, log_probs, contexts, denominator)
                                    -> (loss tensor, {metric: masked-token sum})
-where mb is a batch.TensorBatch, logits [B, T, V], logp [B, T] and
-log_probs [B, T, V] as batch.token_logprobs gives them.
+where mb is a batch.TensorBatch, logp [B, T] and log_probs [B, T, V] the
+trainer's, as batch.token_logprobs gives them.
 """
 import argparse
 import json
@@ -126,6 +126,8 @@ class Trainer:
 
     def _restore(self, version, path):
         state = checkpoints.load_state(path)
+        if state.get("version") != version:
+            raise ValueError(f"{path}/trainer_state.pt: version {state.get('version')}, but the directory names {version}")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.version = state["step"], state["version"]
@@ -150,9 +152,8 @@ class Trainer:
         at = 0
         for chunk in micro_batches(pairs, args.micro_batch_tokens):
             mb = batch_lib.collate(chunk)
-            logits = self.model(mb.tokens)
-            logp, log_probs = batch_lib.token_logprobs(logits, mb.tokens, args.temperature)
-            loss, extra = self.objective.loss(mb, logits, logp, log_probs, contexts[at:at + len(chunk)], denominator)
+            logp, log_probs = batch_lib.token_logprobs(self.model(mb.tokens), mb.tokens, args.temperature)
+            loss, extra = self.objective.loss(mb, logp, log_probs, contexts[at:at + len(chunk)], denominator)
             loss.backward()
             at += len(chunk)
             sums["loss"] += float(loss)
