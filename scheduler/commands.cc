@@ -31,9 +31,13 @@ int RunJob(const std::vector<std::string>& args) {
   FlagParser flags("flashroll run CONFIG [--resume JOB]",
                    "Runs an RL job described by a `kind: rl_job` YAML file: samples every task x effort x G in\n"
                    "sandboxes on the embedded engine, scores them, writes each to the store as it finishes and\n"
-                   "hands complete groups to a trainer (trainer API) unless `training: none`. Prints `job: ID`\n"
-                   "first, a status line every few seconds, and a summary table. Ctrl-C pauses the job;\n"
-                   "--resume continues it without losing or repeating a finished sample.");
+                   "hands complete groups to a trainer (trainer API) unless `training: none`. With a `training:`\n"
+                   "map the job starts the trainer (training.command, default the Python GRPO trainer), restarts\n"
+                   "it if it dies, swaps in each checkpoint it publishes mid-rollout, and ends when it has taken\n"
+                   "its steps; training.eval_tasks runs a fixed evaluation set before and after. Prints `job: ID`\n"
+                   "first, a status line every few seconds, and a summary table (with training: the per-step\n"
+                   "table and the evaluation's change with its standard error). Ctrl-C pauses the job;\n"
+                   "--resume continues it without losing or repeating a finished sample, on the last weights.");
   flags.Positional("CONFIG", &files, "the job's YAML config, e.g. configs/quickstart.yaml");
   flags.String("--resume", &resume, "resume the job of this name or id from the config's store");
   flags.Bool("--json", &json, "print the summary as JSON");

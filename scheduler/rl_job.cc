@@ -199,6 +199,9 @@ class Job {
   Status FinishTraining();
   // The fixed evaluation set on the engine's current weights (training.eval_tasks).
   Result<Json> EvaluateNow(const char* when);
+  // The HTML report (python -m flashroll.report) from the trainer's log and
+  // the evaluation; a failure is a warning, the job's results stand.
+  void WriteReport();
   // Where the job keeps a file of its own: beside the store, <name>-<suffix>.
   std::string JobFile(const std::string& suffix) const;
   std::string StatusLine(double seconds);
@@ -610,6 +613,27 @@ Result<Json> Job::EvaluateNow(const char* when) {
   return out;
 }
 
+std::map<std::string, std::string> TrainerEnvironment() {
+  const char* existing = std::getenv("PYTHONPATH");
+  return {{"PYTHONPATH", TrainerPythonPath() + (existing && *existing ? std::string(":") + existing : "")}};
+}
+
+void Job::WriteReport() {
+  ChildOptions child;
+  child.argv = {"/usr/bin/python3", "-m", "flashroll.report", "--log", JobFile("trainer.jsonl"), "--out", JobFile("report.html")};
+  if (!eval_.empty()) child.argv.insert(child.argv.end(), {"--eval", JobFile("eval.json")});
+  child.env = TrainerEnvironment();
+  child.output_path = JobFile("trainer.log");
+  auto report = ChildProcess::Start(child);
+  const std::optional<int> code = report.ok() ? (*report)->Wait(std::chrono::minutes(1)) : std::nullopt;
+  if (code == 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    summary_.report = JobFile("report.html");
+  } else {
+    log::Warn("the HTML report was not written", {{"log", child.output_path}});
+  }
+}
+
 Status Job::StartTraining() {
   FR_ASSIGN_OR_RETURN(std::string token, LoadTokenFile(config_.trainer_api.token_file));
   TrainerApiOptions api;
@@ -640,8 +664,7 @@ Status Job::StartTraining() {
   }
   ChildOptions child;
   child.argv = TrainerArgv(config_, {trainer_api_->base_url(), JobFile("trainer.jsonl")});
-  const char* existing = std::getenv("PYTHONPATH");
-  child.env["PYTHONPATH"] = TrainerPythonPath() + (existing && *existing ? std::string(":") + existing : "");
+  child.env = TrainerEnvironment();
   child.output_path = JobFile("trainer.log");
   auto on_event = [this](const std::string& line) {
     log::Info(line, {});
@@ -696,6 +719,8 @@ Result<RlJobSummary> Job::Run() {
     if (!eval_.empty()) {
       std::ofstream(JobFile("eval.json")) << eval_.dump(2) << "\n";
     }
+    std::error_code ec;
+    if (training.ok() && std::filesystem::exists(JobFile("trainer.jsonl"), ec)) WriteReport();
   }
   if (trainer_api_) trainer_api_->Stop();
   queue_.Close();
@@ -752,6 +777,7 @@ std::string RlJobSummary::ToText() const {
   if (const std::string comparison = EvalComparison(eval); !comparison.empty()) {
     text += "fixed evaluation set, before the first step -> after the last:\n" + comparison;
   }
+  if (!report.empty()) text += "report: " + report + "\n";
   return text;
 }
 
@@ -772,7 +798,7 @@ Json RlJobSummary::ToJson() const {
           {"mean_batch", mean_batch},   {"engine_tokens_per_second", engine_tokens_per_second},
           {"by_effort", by},
           {"weight_version", weight_version}, {"trainer_restarts", trainer_restarts},
-          {"eval", eval}};
+          {"eval", eval}, {"report", report}};
 }
 
 Result<RlJobSummary> RunRlJob(const JobConfig& config, const RlJobOptions& options) {

@@ -57,6 +57,7 @@ struct RlJobSummary {
   int64_t trainer_restarts = 0;
   Json eval = Json::object();
   std::string trainer_log;
+  std::string report;  // the HTML report, when written
 
   std::string ToText() const;
   Json ToJson() const;

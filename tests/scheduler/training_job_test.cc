@@ -71,6 +71,8 @@ TEST_F(TrainingJobTest, ThePythonTrainerTrainsAndTheEngineServesItsWeights) {
   EXPECT_NE(output.find("completed"), std::string::npos) << output;
   EXPECT_NE(output.find("training: weight version 1, trainer restarts 0"), std::string::npos) << output;
   EXPECT_NE(output.find("fixed evaluation set"), std::string::npos) << output;
+  EXPECT_NE(output.find("report: " + dir_ + "/loop-report.html"), std::string::npos) << output;
+  EXPECT_NE(ReadAll(dir_ + "/loop-report.html").find("<svg"), std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/loop-checkpoints/v000001/model.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/loop-checkpoints/v000001/config.json"));
   const nlohmann::json step = nlohmann::json::parse(ReadAll(dir_ + "/loop-trainer.jsonl"));
