@@ -14,7 +14,11 @@ build: deps
 	cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build build -j $(JOBS)
 
+# The quickstart runs afresh each time: its store, checkpoints, logs and
+# report (runs/quickstart*) are removed first; its trainer API token is new.
 run: build
+	rm -rf runs/quickstart.db* runs/quickstart-*
+	mkdir -p runs && (umask 077 && head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > runs/quickstart.token)
 	./build/flashroll run configs/quickstart.yaml
 
 test: build

@@ -14,7 +14,9 @@ TEST(JobConfigTest, QuickstartParses) {
   EXPECT_EQ(config->model.path, "models/default");
   EXPECT_EQ(config->sandbox.memory_bytes, 256ull << 20);
   EXPECT_EQ(config->sandbox.exec_timeout.count(), 10'000);
-  EXPECT_EQ(config->rollout.efforts, (std::vector<int64_t>{50, 100}));
+  EXPECT_EQ(config->rollout.efforts, (std::vector<int64_t>{1, 50, 100}));
+  EXPECT_TRUE(config->training.enabled);
+  EXPECT_EQ(config->training.algorithm, "grpo");
   EXPECT_EQ(config->scheduler.group_size, 4);
   EXPECT_FALSE(config->tasks.families.empty());
 }
