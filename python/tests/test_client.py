@@ -106,6 +106,8 @@ def test_a_job_through_the_client(job):
     with pytest.raises(ApiError, match="GET /v1/status: HTTP 401"):
         TrainerClient(f"http://{job.host}:{job.port}", "wrong").status()
     assert isinstance(job.status(), dict)
+    with pytest.raises(ApiError, match=r"POST /v1/weights: HTTP 404: .*weights version 1 at v000001: "):
+        job.publish_weights("v000001", 1)  # no such checkpoint under the job's root
 
     last = job.lease(1, timeout=60)
     assert last.groups[0].group_id != group.group_id
