@@ -1,6 +1,5 @@
 """On-policy distillation against a real `flashroll serve` teacher and the
 fake trainer API."""
-import json
 import subprocess
 
 import numpy as np

@@ -24,7 +24,6 @@ trainer's, as batch.token_logprobs gives them.
 """
 import argparse
 import json
-import os
 import random
 import sys
 import time
