@@ -556,6 +556,9 @@ void Job::Monitor() {
       if (cv_.wait_for(lock, std::chrono::milliseconds(20), [&] {
             return Stopping() || (scheduler_->done() && scheduler_->in_flight() == 0);
           })) {
+        // Stopped from outside: episodes in flight end at their next token
+        // (their samples run again on --resume).
+        if (options_.stop && options_.stop->load()) cancel_episodes_ = true;
         return;
       }
       const engine::EngineStats stats = engine_->Stats();
@@ -679,7 +682,14 @@ Status Job::StartTraining() {
 Status Job::FinishTraining() {
   // The trainer drains what is queued, is told the queue closed, and exits.
   queue_.Close();
-  if (options_.stop && options_.stop->load()) trainer_->Stop();
+  // A signal (Ctrl-C, SIGTERM) while waiting stops the trainer instead.
+  while (!trainer_->finished()) {
+    if (options_.stop && options_.stop->load()) {
+      trainer_->Stop();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   FR_RETURN_IF_ERROR(trainer_->Wait());
   const engine::WeightLoaderState w = weights_->state();
   if (w.pending_version) {

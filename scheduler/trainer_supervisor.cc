@@ -31,6 +31,7 @@ std::vector<std::string> TrainerArgv(const JobConfig& config, const TrainerEndpo
       "--groups-per-step", std::to_string(config.scheduler.batch_groups),
       "--temperature", Number(config.rollout.temperature),
       "--loss-agg", t.loss_agg,
+      "--max-tokens", std::to_string(config.rollout.max_tokens),
       "--log", endpoints.log_path,
       "--seed", std::to_string(config.tasks.seed),
   };

@@ -61,10 +61,16 @@ std::string TrainingStepsTable(const std::string& log_path) {
     const Json r = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!r.is_object()) continue;
     ++rows;
-    text += Row("%5.0f %7.0f %7.0f %7.1f%%  %-26s %-26s %9.2e %6.3f %8.0f\n", Number(r, "step"), Number(r, "version"),
-                Number(r, "samples"), 100 * Number(r, "success"), PerEffort(r, "reward_by_effort", "%.2f").c_str(),
-                PerEffort(r, "reasoning_tokens_by_effort", "%.0f").c_str(), Number(r, "mismatch_abs"),
-                Number(r, "clip_fraction"), Number(r, "tokens_per_s"));
+    // Missing or null numbers (the mismatch on steps with no tokens of the
+    // weights the trainer held) are shown as "-".
+    const auto cell = [&](const char* key, const char* format, double scale = 1) {
+      const double v = Number(r, key);
+      return std::isnan(v) ? std::string("-") : Row(format, scale * v);
+    };
+    text += Row("%5s %7s %7s %8s  %-26s %-26s %9s %6s %8s\n", cell("step", "%.0f").c_str(), cell("version", "%.0f").c_str(),
+                cell("samples", "%.0f").c_str(), cell("success", "%.1f%%", 100).c_str(),
+                PerEffort(r, "reward_by_effort", "%.2f").c_str(), PerEffort(r, "reasoning_tokens_by_effort", "%.0f").c_str(),
+                cell("mismatch_abs", "%.2e").c_str(), cell("clip_fraction", "%.3f").c_str(), cell("tokens_per_s", "%.0f").c_str());
   }
   return rows ? text : "";
 }

@@ -51,6 +51,7 @@ TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
   EXPECT_EQ(flag("--groups-per-step"), "2");
   EXPECT_EQ(flag("--temperature"), "0.7");
   EXPECT_EQ(flag("--loss-agg"), "token_mean");
+  EXPECT_EQ(flag("--max-tokens"), std::to_string(config.rollout.max_tokens)) << "dr_grpo's per-sample constant";
   EXPECT_EQ(flag("--log"), "runs/t.jsonl");
   EXPECT_EQ(flag("--teacher-url"), "<missing>");
 

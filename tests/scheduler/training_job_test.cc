@@ -2,8 +2,15 @@
 // (weights published, loaded and served; evaluation before and after), a
 // trainer that keeps dying, and a test-double trainer (a short Python
 // script named as such) that publishes weights the job must refuse.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fcntl.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -105,6 +112,48 @@ TEST_F(TrainingJobTest, ATrainerThatKeepsDyingFailsTheJobAfterItsRestarts) {
   auto stmt = (*db)->Prepare("SELECT status FROM jobs");
   ASSERT_TRUE(*stmt->Step());
   EXPECT_EQ(stmt->ColumnText(0), "failed");
+}
+
+// The rollouts are done and the trainer (a test double that never ends)
+// still runs: SIGTERM stops the trainer and the job at once.
+TEST_F(TrainingJobTest, SigtermWhileTheTrainerRunsOnEndsTheJobPromptly) {
+  const std::string config = WriteConfig("sleepy", "  command: [/bin/sh, -c, 'exec sleep 60', trainer]\n");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(FLASHROLL_BIN, FLASHROLL_BIN, "run", config.c_str(), nullptr);
+    _exit(127);
+  }
+  // Wait until the samples the staleness bound lets run without a trainer
+  // consuming have finished: (max_staleness 1 + 1) x batch_groups 1 groups of 2.
+  int64_t finished = 0;
+  for (int i = 0; i < 1200 && finished < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto db = store::OpenStore(dir_ + "/store.db");
+    if (!db.ok()) continue;
+    auto stmt = (*db)->Prepare("SELECT count(*) FROM samples WHERE status IN ('completed', 'failed')");
+    if (stmt.ok() && *stmt->Step()) finished = stmt->ColumnInt64(0);
+  }
+  EXPECT_EQ(finished, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the workers wait on the bound
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(child, SIGTERM), 0);
+  int wstatus = 0;
+  pid_t done = 0;
+  while ((done = waitpid(child, &wstatus, WNOHANG)) == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &wstatus, 0);
+    FAIL() << "the job ignored SIGTERM for 20 s";
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 130) << "a stopped job is paused (130, as after Ctrl-C), not failed";
 }
 
 // A test double of a trainer: publishes weights the job must refuse, writes

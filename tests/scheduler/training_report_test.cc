@@ -12,7 +12,7 @@ TEST(TrainingReportTest, OneRowPerLoggedStepEffortsInNumericOrder) {
   std::ofstream(path) << R"({"step": 1, "version": 1, "samples": 8, "success": 0.5, "reward_by_effort": {"100": 0.25, "1": 0.75},)"
                       << R"( "reasoning_tokens_by_effort": {"1": 40, "100": 210}, "mismatch_abs": 0.00012, "clip_fraction": 0.01, "tokens_per_s": 900})"
                       << "\nnot json\n"
-                      << R"({"step": 2, "version": 2, "samples": 8, "success": 0.625, "reward_by_effort": {"1": 0.8}})" << "\n";
+                      << R"({"step": 2, "version": 2, "samples": 8, "success": 0.625, "reward_by_effort": {"1": 0.8}, "mismatch_abs": null})" << "\n";
   const std::string table = TrainingStepsTable(path);
   ASSERT_FALSE(table.empty());
   EXPECT_NE(table.find("1:0.75 100:0.25"), std::string::npos) << table;
@@ -20,6 +20,7 @@ TEST(TrainingReportTest, OneRowPerLoggedStepEffortsInNumericOrder) {
   EXPECT_NE(table.find("1.20e-04"), std::string::npos) << table;
   EXPECT_NE(table.find(" 62.5%"), std::string::npos) << table;
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3) << "a header and two steps:\n" << table;
+  EXPECT_EQ(table.find("nan"), std::string::npos) << "a null mismatch is shown as -:\n" << table;
   EXPECT_EQ(TrainingStepsTable("/nonexistent/trainer.jsonl"), "");
 }
 
