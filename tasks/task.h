@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "tasks/verifier.h"
 #include "tasks/workspace.h"
 
 namespace flashroll {
@@ -32,24 +33,21 @@ struct TaskFile {
 };
 
 struct Task {
-  std::string family;
+  std::string family;       // a registered family, or "file" for a task read from a task file
   std::string id;           // "<family>-<seed>", names this instance everywhere
   int difficulty = 1;       // 1 (easiest) .. kMaxDifficulty
   std::string prompt;       // the user's message
   std::vector<TaskFile> files;
-  std::string answer;       // the expected final answer or file contents
+  std::vector<std::string> setup;  // shell commands run in the sandbox before the agent starts
+  std::string answer;       // the expected final answer or file contents (exact)
   std::string answer_file;  // when set, the answer is read from this file, not the final message
+  TaskCheck check;          // how the outcome is judged (verifier.h); exact by default
 };
 
 // One step of a reference solution: what the expert thinks, then runs.
 struct SolutionStep {
   std::string thought;
   std::string command;  // a bash command line
-};
-
-struct Verdict {
-  bool success = false;
-  std::string reason;  // why it failed, for logs and the trajectory record
 };
 
 class TaskFamily {
@@ -69,13 +67,11 @@ class TaskFamily {
 };
 
 // Checks an outcome: the final answer (or the task's answer_file read from
-// `workspace`) must equal the expected answer after trimming whitespace.
-// Integers compare exactly by value ("42" == "+042" == "42.0", but
-// 527359036330561 != 527359036329561); other decimal numbers compare within a
-// relative 1e-9 ("0.30000000000000004" == "0.3").
+// `workspace`) under the task's check (verifier.h).
 Verdict VerifyTask(const Task& task, const std::string& final_answer, Workspace& workspace);
 
-// Writes the task's starting files into `workspace`.
+// Writes the task's starting files into `workspace`, then runs its setup
+// commands there; a command that fails is an error naming it.
 Status PrepareWorkspace(const Task& task, Workspace& workspace);
 
 // The registered families; nullptr for an unknown name.
