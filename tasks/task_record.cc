@@ -7,11 +7,19 @@ namespace flashroll {
 TaskRecord ToTaskRecord(const Task& task) {
   nlohmann::json files = nlohmann::json::array();
   for (const TaskFile& f : task.files) files.push_back({{"path", f.path}, {"contents", f.contents}});
-  const nlohmann::json problem = {{"prompt", task.prompt},
-                                  {"files", files},
-                                  {"answer_file", task.answer_file},
-                                  {"difficulty", task.difficulty}};
-  const nlohmann::json verifier = {{"kind", "exact"}, {"answer", task.answer}};
+  nlohmann::json problem = {{"prompt", task.prompt},
+                            {"files", files},
+                            {"answer_file", task.answer_file},
+                            {"difficulty", task.difficulty}};
+  if (!task.setup.empty()) problem["setup"] = task.setup;
+  const TaskCheck& c = task.check;
+  nlohmann::json verifier = {{"kind", c.kind}, {"answer", task.answer}};
+  if (c.tolerance) verifier["tolerance"] = *c.tolerance;
+  if (!c.pattern.empty()) verifier["pattern"] = c.pattern;
+  if (!c.script.empty()) verifier["script"] = c.script;
+  if (!c.test_command.empty()) verifier["test_command"] = c.test_command;
+  if (!c.fail_to_pass.empty()) verifier["fail_to_pass"] = c.fail_to_pass;
+  if (!c.pass_to_pass.empty()) verifier["pass_to_pass"] = c.pass_to_pass;
   return {problem.dump(), verifier.dump()};
 }
 
@@ -33,6 +41,32 @@ Result<Task> FromTaskRecord(const std::string& family, const std::string& id, co
   FR_RETURN_IF_ERROR(string_field(problem, "problem", "prompt", &task.prompt));
   FR_RETURN_IF_ERROR(string_field(problem, "problem", "answer_file", &task.answer_file));
   FR_RETURN_IF_ERROR(string_field(verifier, "verifier", "answer", &task.answer));
+  FR_RETURN_IF_ERROR(string_field(verifier, "verifier", "kind", &task.check.kind));
+  if (!IsCheckKind(task.check.kind)) return Status::Corruption(what + ": verifier.kind '" + task.check.kind + "' is unknown");
+  const auto optional_string = [&](const nlohmann::json& doc, const char* doc_name, const char* key,
+                                   std::string* out) -> Status {
+    return doc.contains(key) ? string_field(doc, doc_name, key, out) : Status::Ok();
+  };
+  const auto string_list = [&](const nlohmann::json& doc, const char* doc_name, const char* key,
+                               std::vector<std::string>* out) -> Status {
+    if (!doc.contains(key)) return Status::Ok();
+    if (!doc[key].is_array()) return Status::Corruption(what + ": " + doc_name + "." + key + " is not a list");
+    for (const nlohmann::json& item : doc[key]) {
+      if (!item.is_string()) return Status::Corruption(what + ": " + doc_name + "." + key + " holds a non-string");
+      out->push_back(item.get<std::string>());
+    }
+    return Status::Ok();
+  };
+  if (verifier.contains("tolerance")) {
+    if (!verifier["tolerance"].is_number()) return Status::Corruption(what + ": verifier.tolerance is not a number");
+    task.check.tolerance = verifier["tolerance"].get<double>();
+  }
+  FR_RETURN_IF_ERROR(optional_string(verifier, "verifier", "pattern", &task.check.pattern));
+  FR_RETURN_IF_ERROR(optional_string(verifier, "verifier", "script", &task.check.script));
+  FR_RETURN_IF_ERROR(optional_string(verifier, "verifier", "test_command", &task.check.test_command));
+  FR_RETURN_IF_ERROR(string_list(verifier, "verifier", "fail_to_pass", &task.check.fail_to_pass));
+  FR_RETURN_IF_ERROR(string_list(verifier, "verifier", "pass_to_pass", &task.check.pass_to_pass));
+  FR_RETURN_IF_ERROR(string_list(problem, "problem", "setup", &task.setup));
   if (!problem.contains("difficulty") || !problem["difficulty"].is_number_integer()) {
     return Status::Corruption(what + ": problem.difficulty is missing or not an integer");
   }

@@ -23,11 +23,48 @@ TEST(TaskRecordTest, EveryFamilysTaskRoundTrips) {
   }
 }
 
+TEST(TaskRecordTest, ChecksAndSetupRoundTrip) {
+  Task task;
+  task.family = "file";
+  task.id = "repo-fix-1";
+  task.prompt = "fix it";
+  task.setup = {"git init -q", "make"};
+  task.check.kind = "tests";
+  task.check.tolerance = 0.001;
+  task.check.pattern = "x+";
+  task.check.script = "print(1)";
+  task.check.test_command = "pytest -q";
+  task.check.fail_to_pass = {"t::a"};
+  task.check.pass_to_pass = {"t::b", "t::c"};
+  auto back = FromTaskRecord(task.family, task.id, ToTaskRecord(task));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->setup, task.setup);
+  EXPECT_EQ(back->check.kind, "tests");
+  EXPECT_EQ(back->check.tolerance, 0.001);
+  EXPECT_EQ(back->check.pattern, "x+");
+  EXPECT_EQ(back->check.script, "print(1)");
+  EXPECT_EQ(back->check.test_command, "pytest -q");
+  EXPECT_EQ(back->check.fail_to_pass, task.check.fail_to_pass);
+  EXPECT_EQ(back->check.pass_to_pass, task.check.pass_to_pass);
+  Task plain = TaskFamilies()[0]->Generate(3, 2);
+  auto exact = FromTaskRecord(plain.family, plain.id, ToTaskRecord(plain));
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->check.kind, "exact");
+  EXPECT_FALSE(exact->check.tolerance.has_value());
+  EXPECT_TRUE(exact->setup.empty());
+}
+
 TEST(TaskRecordTest, DamagedRecordsNameTaskAndField) {
   const TaskRecord good = ToTaskRecord(TaskFamilies()[0]->Generate(1, 1));
   const auto error = [&](TaskRecord r) { return FromTaskRecord("f", "f-1", r).status().message(); };
   EXPECT_EQ(error({"{", good.verifier_json}), "task f-1: problem.prompt is missing or not a string");
   EXPECT_EQ(error({good.problem_json, R"({"answer": 3})"}), "task f-1: verifier.answer is missing or not a string");
+  EXPECT_EQ(error({good.problem_json, R"({"answer": "3"})"}), "task f-1: verifier.kind is missing or not a string");
+  EXPECT_EQ(error({good.problem_json, R"({"answer": "3", "kind": "vibes"})"}), "task f-1: verifier.kind 'vibes' is unknown");
+  EXPECT_EQ(error({good.problem_json, R"({"answer": "3", "kind": "exact", "tolerance": "x"})"}),
+            "task f-1: verifier.tolerance is not a number");
+  EXPECT_EQ(error({good.problem_json, R"({"answer": "3", "kind": "tests", "pass_to_pass": [1]})"}),
+            "task f-1: verifier.pass_to_pass holds a non-string");
   EXPECT_EQ(error({R"({"prompt":"p","answer_file":"","difficulty":"x","files":[]})", good.verifier_json}),
             "task f-1: problem.difficulty is missing or not an integer");
   EXPECT_EQ(error({R"({"prompt":"p","answer_file":"","difficulty":1,"files":{}})", good.verifier_json}),
