@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tasks/task.h"
+#include "tasks/task_file.h"
 
 namespace flashroll {
 
@@ -42,7 +43,8 @@ Schema JobConfigSchema(bool training_map) {
                              .Optional("threads", Schema::Int(1, 256))
                              .Optional("kv_memory", Schema::ByteSize(1ull << 20)))
       .Required("tasks", Schema::Map()
-                             .Required("families", Schema::List(Schema::String(), 1))
+                             .Optional("files", Schema::List(Schema::String(), 1))
+                             .Optional("families", Schema::List(Schema::String(), 1))
                              .Optional("count", Schema::Int(1, 10'000'000))
                              .Optional("seed", Schema::Int())
                              .Optional("min_difficulty", Schema::Int(1, kMaxDifficulty))
@@ -128,7 +130,8 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   c.model.kv_memory_bytes = ReadByteSize(model, "kv_memory", c.model.kv_memory_bytes);
 
   const YAML::Node tasks = root["tasks"];
-  c.tasks.families = ReadStringList(tasks, "families");
+  if (tasks["families"].IsDefined()) c.tasks.families = ReadStringList(tasks, "families");
+  if (tasks["files"].IsDefined()) c.tasks.files = ReadStringList(tasks, "files");
   c.tasks.count = ReadInt(tasks, "count", c.tasks.count);
   c.tasks.seed = ReadInt(tasks, "seed", c.tasks.seed);
   c.tasks.min_difficulty = ReadInt(tasks, "min_difficulty", c.tasks.min_difficulty);
@@ -220,6 +223,18 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
       return file.ErrorAt(tasks["families"][i], "tasks.families[" + std::to_string(i) + "]",
                           "unknown task family '" + c.tasks.families[i] + "' (known: " + known + ")");
     }
+  }
+  if (c.tasks.families.empty() && c.tasks.files.empty()) {
+    return file.ErrorAt(tasks, "tasks", "needs families (generated tasks) or files (task files), or both");
+  }
+  for (size_t i = 0; i < c.tasks.files.size(); ++i) {
+    if (Result<std::vector<Task>> loaded = LoadTaskFile(c.tasks.files[i]); !loaded.ok()) {
+      return file.ErrorAt(tasks["files"][i], "tasks.files[" + std::to_string(i) + "]", loaded.status().message());
+    }
+  }
+  if (c.training.eval_tasks > 0 && c.tasks.families.empty()) {
+    return file.ErrorAt(Where(root, "training", "eval_tasks"), "training.eval_tasks",
+                        "the evaluation set is generated from tasks.families, and there are none");
   }
   if (c.tasks.min_difficulty > c.tasks.max_difficulty) {
     return file.ErrorAt(Where(root, "tasks", "min_difficulty"), "tasks.min_difficulty",

@@ -30,7 +30,8 @@ struct JobConfig {
   } model;
 
   struct Tasks {
-    std::vector<std::string> families;
+    std::vector<std::string> files;     // task files (tasks/task_file.h), all their tasks
+    std::vector<std::string> families;  // and/or `count` generated tasks of these families
     int64_t count = 64;
     int64_t seed = 1;
     int64_t min_difficulty = 1;  // difficulties are drawn uniformly from [min, max]

@@ -33,6 +33,7 @@
 #include "scheduler/training_report.h"
 #include "scheduler/trajectory.h"
 #include "tasks/rng.h"
+#include "tasks/task_file.h"
 #include "tasks/task_record.h"
 
 namespace flashroll {
@@ -64,12 +65,20 @@ Result<std::vector<JobTask>> PrepareTasks(sqlite::Database& db, int64_t job_id, 
     }
     return tasks;
   }
-  sqlite::Transaction txn = sqlite::Transaction::Begin(db).value();
-  for (int64_t i = 0; i < config.tasks.count; ++i) {
+  std::vector<Task> new_tasks;
+  for (const std::string& path : config.tasks.files) {
+    auto loaded = LoadTaskFile(path);
+    if (!loaded.ok()) return loaded.status().Wrap("tasks.files");
+    for (Task& task : *loaded) new_tasks.push_back(std::move(task));
+  }
+  for (int64_t i = 0; !config.tasks.families.empty() && i < config.tasks.count; ++i) {
     const TaskFamily& family = *FindTaskFamily(config.tasks.families[static_cast<size_t>(i) % config.tasks.families.size()]);
     const uint64_t seed = static_cast<uint64_t>(config.tasks.seed) * 1'000'003ull + static_cast<uint64_t>(i);
     TaskRng rng(seed);
-    Task task = family.Generate(seed, static_cast<int>(rng.Int(config.tasks.min_difficulty, config.tasks.max_difficulty)));
+    new_tasks.push_back(family.Generate(seed, static_cast<int>(rng.Int(config.tasks.min_difficulty, config.tasks.max_difficulty))));
+  }
+  sqlite::Transaction txn = sqlite::Transaction::Begin(db).value();
+  for (Task& task : new_tasks) {
     const TaskRecord record = ToTaskRecord(task);
     store::NewTask row;
     row.job_id = job_id;

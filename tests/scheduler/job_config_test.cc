@@ -1,5 +1,7 @@
 #include "scheduler/job_config.h"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 namespace flashroll {
@@ -174,6 +176,31 @@ TEST(JobConfigTest, DistillationNeedsATeacher) {
   EXPECT_EQ(ok->training.teacher_url, "http://127.0.0.1:9");
   auto grpo = Parse(head + "training: {steps: 1}\n");
   ASSERT_TRUE(grpo.ok()) << grpo.status().ToString();
+}
+
+TEST(JobConfigTest, TaskFilesAloneOrBesideFamilies) {
+  const std::string good = ::testing::TempDir() + "/job_tasks.yaml";
+  std::ofstream(good) << "tasks:\n  - {id: a, prompt: p, answer: 1}\n";
+  const std::string bad = ::testing::TempDir() + "/job_bad_tasks.yaml";
+  std::ofstream(bad) << "tasks:\n  - {id: a, prompt: p}\n";
+  auto files = Parse(std::string(kHead) + "tasks: {files: [" + good + "]}\n");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(files->tasks.files, (std::vector<std::string>{good}));
+  EXPECT_TRUE(files->tasks.families.empty());
+  auto both = Parse(std::string(kHead) + "tasks: {files: [" + good + "], families: [arithmetic]}\n");
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  auto broken = Parse(std::string(kHead) + "tasks:\n  files: [" + good + ", " + bad + "]\n");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.status().message(),
+            "j.yaml:5: tasks.files[1]: " + bad + ":2: tasks[0].answer: required by the exact verifier");
+  auto none = Parse(std::string(kHead) + "tasks: {count: 3}\n");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "j.yaml:4: tasks: needs families (generated tasks) or files (task files), or both");
+  auto eval = Parse(std::string(kHead) + "tasks: {files: [" + good + "]}\ntraining: {eval_tasks: 4}\ntrainer_api: {token_file: t}\n");
+  ASSERT_FALSE(eval.ok());
+  EXPECT_NE(eval.status().message().find("training.eval_tasks: the evaluation set is generated from tasks.families"),
+            std::string::npos)
+      << eval.status().message();
 }
 
 TEST(JobConfigTest, RateLimitsNameAFamilyOfTheJobAndAPositiveRate) {

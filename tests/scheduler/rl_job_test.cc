@@ -170,6 +170,27 @@ TEST_F(RlJobTest, ExportWritesOneLinePerFinishedSampleAsStored) {
   EXPECT_NE(std::system((std::string(FLASHROLL_BIN) + " export --store " + dir_ + "/store.db --job nobody 2>/dev/null").c_str()), 0);
 }
 
+TEST_F(RlJobTest, TasksFromAFileRunAndAreStoredWithTheirVerifier) {
+  std::ofstream(dir_ + "/tasks.jsonl")
+      << R"({"id": "count-words", "prompt": "How many words are in words.txt? Answer with the number.", )"
+      << R"("files": [{"path": "words.txt", "contents": "one two three\n"}], "answer": "3"})" << "\n"
+      << R"({"id": "any-number", "prompt": "Say a number.", "verifier": {"kind": "regex", "pattern": "-?[0-9]+"}})" << "\n";
+  const std::string path = dir_ + "/file-tasks.yaml";
+  std::ofstream(path) << "kind: rl_job\nname: file-tasks\nstore: " << dir_ << "/store.db\n"
+                      << "model: {path: models/default, threads: 2}\n"
+                      << "tasks: {files: [" << dir_ << "/tasks.jsonl]}\n"
+                      << "rollout: {max_turns: 3, max_tokens: 512, efforts: [50]}\n"
+                      << "scheduler: {group_size: 2, max_in_flight: 4, max_per_task: 4}\n"
+                      << "training: none\n";
+  auto summary = RunRlJob(Load(path), {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->groups_done, 2);
+  auto db = Store();
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM tasks WHERE family = 'file'"), 2);
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM tasks WHERE verifier_json LIKE '%\"kind\":\"regex\"%'"), 1);
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status IN ('completed', 'failed')"), 4);
+}
+
 TEST_F(RlJobTest, ARunningJobOfTheSameNameIsNotStartedTwice) {
   const JobConfig config = Load(WriteConfig("twice", 1, "scheduler: {group_size: 1, max_in_flight: 1, max_per_task: 1, max_samples: 1}\n"));
   ASSERT_TRUE(RunRlJob(config, {}).ok());
