@@ -24,6 +24,7 @@ trainer's, as batch.token_logprobs gives them.
 """
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -55,7 +56,9 @@ def arg_parser(description):
     p.add_argument("--loss-agg", choices=["token_mean", "dr_grpo"], default="token_mean")
     p.add_argument("--max-tokens", type=int, default=0,
                    help="dr_grpo's per-sample token constant (default: the model's max_position_embeddings)")
-    p.add_argument("--micro-batch-tokens", type=int, default=16384,
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="torch threads (default: every core; torch alone would take one per physical core)")
+    p.add_argument("--micro-batch-tokens", type=int, default=8192,
                    help="padded tokens per forward pass (samples x longest)")
     p.add_argument("--poll-timeout", type=float, default=30.0, help="seconds per lease long poll")
     p.add_argument("--log", required=True, help="JSON Lines file, one line per step (appended)")
@@ -144,6 +147,9 @@ class Trainer:
     def _forward_backward(self, pairs):
         """Accumulates the step's gradients; returns the model-side metrics."""
         args = self.args
+        # Shortest first, so micro-batches hold samples of like lengths and
+        # padding stays small; the loss is a sum, so order does not matter.
+        pairs = sorted(pairs, key=lambda pair: len(pair[1].tokens))
         contexts = self.objective.prepare(pairs)
         masked_per_sample = torch.tensor([float(s.loss_mask.sum()) for _, s in pairs])  # [B]
         denominator = losses.loss_denominator(masked_per_sample, args.loss_agg, self.max_tokens)
@@ -230,6 +236,7 @@ def main(objective, description, add_flags=None, argv=None):
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
+    torch.set_num_threads(max(1, args.threads))
     try:
         return Trainer(args, objective(args)).run()
     except ApiError as e:
