@@ -95,6 +95,13 @@ TEST_F(TrainingJobTest, ThePythonTrainerTrainsAndTheEngineServesItsWeights) {
   ASSERT_TRUE(stmt.ok());
   ASSERT_TRUE(*stmt->Step());
   EXPECT_EQ(stmt->ColumnText(0), "completed");
+
+  // Resumed, the job starts on the last published weights, and the trainer
+  // (at its last step already) publishes nothing lower.
+  const std::string resume = std::string(FLASHROLL_BIN) + " run " + config + " --resume loop > " + out + " 2>&1";
+  ASSERT_EQ(std::system(resume.c_str()), 0) << ReadAll(out);
+  EXPECT_NE(ReadAll(out).find("training: weight version 1, trainer restarts 0"), std::string::npos) << ReadAll(out);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/loop-checkpoints/v000002"));
 }
 
 TEST_F(TrainingJobTest, ATrainerThatKeepsDyingFailsTheJobAfterItsRestarts) {
