@@ -192,6 +192,10 @@ std::optional<ApiError> ReadGenerationParams(const Json& body, bool chat, Genera
 
   if (auto e = ReadBool(body, "return_token_ids", &p->return_token_ids)) return e;
   if (auto e = ReadBool(body, "ignore_eos", &p->ignore_eos)) return e;
+  if (auto e = ReadBool(body, "return_routing", &p->return_routing)) return e;
+  if (p->return_routing && p->stream) {
+    return InvalidRequest("return_routing", "not with \"stream\": true (the routing comes with the whole reply)");
+  }
 
   int64_t version = 0;
   if (auto e = ReadInt(body, "min_version", 0, INT64_MAX, &version, &present)) return e;

@@ -62,6 +62,9 @@ struct GenerationParams {
   int32_t top_logprobs = 0;      // alternatives per token, 0-20
   bool return_token_ids = false;  // vLLM's extension: token_ids per choice, prompt_token_ids
   bool ignore_eos = false;        // vLLM's extension
+  // Flashroll's, MoE models, not with stream: each choice's "routing", the
+  // experts of every token the model computed (openai_server.h).
+  bool return_routing = false;
   // Flashroll's: submit only once the engine serves weight version
   // min_version or later, waiting at most min_version_timeout (forever when
   // absent, or until the server stops). "pin_version": true is refused.

@@ -106,6 +106,7 @@ struct ChoiceState {
   size_t text_offset = 0;    // completions logprobs: where the next unsent token starts
   bool echoed = false;       // completions with echo: the prompt's text was streamed
   uint64_t sequence_id = 0;  // the engine's sequence of this choice, once it exists
+  std::vector<std::vector<int32_t>> routing;  // return_routing: [token][moe_layer * k]
   Clock::time_point last_token;
 };
 
@@ -118,6 +119,20 @@ StreamResponse BodyReply(int status, std::string content_type, std::string body)
     return Status::Ok();
   };
   return reply;
+}
+
+// [token][moe_layer * k] ids as [[[ids of a layer] per layer] per token].
+Json RoutingJson(const std::vector<std::vector<int32_t>>& routing, int64_t k) {
+  Json tokens = Json::array();
+  for (const std::vector<int32_t>& ids : routing) {
+    Json layers = Json::array();
+    for (size_t at = 0; k > 0 && at < ids.size(); at += static_cast<size_t>(k)) {
+      layers.push_back(Json(std::vector<int32_t>(ids.begin() + static_cast<long>(at),
+                                                 ids.begin() + static_cast<long>(at) + k)));
+    }
+    tokens.push_back(std::move(layers));
+  }
+  return tokens;
 }
 
 // A sequence id as clients see it: a string of decimal digits.
@@ -368,6 +383,8 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
   request.stop_tokens = std::move(stop_tokens);
   request.stop_strings = job.params.stop;
   request.ignore_eos = job.params.ignore_eos;
+  request.return_routing = job.params.return_routing;
+  request.return_prompt_routing = job.params.return_routing;
   Result<std::shared_ptr<RequestStream>> submitted = engine->Submit(std::move(request));
   if (!submitted.ok()) return Fail(job.endpoint, job.arrived, ApiErrorFromStatus(submitted.status()));
   std::shared_ptr<RequestStream> stream = std::move(submitted).value();
@@ -443,6 +460,8 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
         s.last_token = now;
         s.tokens.push_back(event->token.token);
         s.samples.push_back(std::move(event->token));
+        for (auto& r : event->prompt_routing) s.routing.push_back(std::move(r));
+        if (!event->routing.empty()) s.routing.push_back(std::move(event->routing));
         s.text.Push(s.tokens.back());
       }
       if (event->finish != FinishReason::kNone) {
@@ -563,6 +582,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
         }
         choice["finish_reason"] = finish;
         if (p.return_token_ids) choice["token_ids"] = TokenIdsJson(s.tokens);
+        if (p.return_routing) choice["routing"] = RoutingJson(s.routing, engine->model().routing_shape().k);
         list.push_back(std::move(choice));
       }
       Json j = {{"id", job.id}, {"object", object}, {"created", job.created}, {"model", options.model_name},

@@ -55,7 +55,16 @@
 // "data: [DONE]"; also "min_version" (wait before submitting until the
 // engine serves that weight version or a later one; at most
 // "min_version_timeout_ms", then 504; 503 when the server stops first) and
-// "pin_version": true, refused with 400 (one resident weight version). Each choice (and each streamed chunk of it, once the
+// "pin_version": true, refused with 400 (one resident weight version);
+// and, on MoE models, "return_routing": true (not with stream; 400 naming
+// return_routing on a dense model): each choice gets "routing", the experts
+// of every token the model computed for it — the prompt's tokens, then each
+// generated token but the last (which was sampled, never fed back) —
+// indexed [token][moe_layer][k]: routing[t][l] lists the k expert ids token
+// t was sent to in the l-th MoE layer (layers whose MLP is dense are left
+// out), in the router's order (descending probability). That is
+// len(prompt) + len(tokens) - 1 entries, exactly what /v1/score's "routing"
+// takes back for the same prompt_token_ids and token_ids. Each choice (and each streamed chunk of it, once the
 // engine has made its sequence: not the chat role chunk sent first) carries
 // "sequence_id", the engine's id as a string of decimal digits, for the
 // /v1/sequences routes (to pause a sequence, stream it: a whole reply comes

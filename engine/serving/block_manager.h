@@ -13,6 +13,8 @@
 // prompt starts with. A known block nobody holds stays cached, and is evicted
 // least recently used first when a fresh block is needed. Tokens are kept
 // with each known block and compared on a hit, so a hash collision is a miss.
+// A MoE model's known blocks also keep the routing of their tokens
+// (routing.h), handed to the sequences that hit them.
 //
 // Thread safety: none; the engine loop thread owns it.
 #pragma once
@@ -50,12 +52,17 @@ class BlockManager {
 
   // The longest run of known blocks that the full blocks of `tokens` start
   // with, at most max_blocks; a reference is taken on each. *hashes receives
-  // their chained hashes. Counts the looked-up and hit tokens.
+  // their chained hashes. Counts the looked-up and hit tokens. `routing`, the
+  // compact routing the caller already holds for its first tokens, stops
+  // the run at the first block whose own routing disagrees with it.
   std::vector<int32_t> MatchPrefix(std::span<const int32_t> tokens, int64_t max_blocks, uint64_t salt,
-                                   std::vector<uint64_t>* hashes);
-  // Makes `block` (full, holding `tokens`) known under `hash`, unless another
-  // block already is.
-  void Register(int32_t block, uint64_t hash, std::span<const int32_t> tokens);
+                                   std::vector<uint64_t>* hashes, std::span<const uint8_t> routing = {});
+  // Makes `block` (full, holding `tokens`, routed as `routing` says) known
+  // under `hash`, unless another block already is.
+  void Register(int32_t block, uint64_t hash, std::span<const int32_t> tokens,
+                std::span<const uint8_t> routing = {});
+  // The routing a known block was registered with (empty for dense models).
+  std::span<const uint8_t> routing(int32_t block) const { return blocks_[block].routing; }
 
   int64_t query_tokens() const { return query_tokens_; }
   int64_t hit_tokens() const { return hit_tokens_; }
@@ -66,6 +73,7 @@ class BlockManager {
     bool known = false;
     uint64_t hash = 0;
     std::vector<int32_t> tokens;
+    std::vector<uint8_t> routing;  // [token][moe_layer][k], compact
     std::list<int32_t>::iterator lru;  // valid while cached (known, refs == 0)
   };
   void Forget(int32_t block);

@@ -66,6 +66,8 @@ std::vector<Choice> RequestStream::Collect() {
     if (e->has_token) {
       c.tokens.push_back(e->token.token);
       c.versions.push_back(e->version);
+      if (!e->routing.empty()) c.routing.push_back(std::move(e->routing));
+      if (!e->prompt_routing.empty()) c.prompt_routing = std::move(e->prompt_routing);
       c.samples.push_back(std::move(e->token));
     }
     if (e->finish != FinishReason::kNone) {
@@ -118,6 +120,8 @@ struct Engine::State {
   std::vector<float> logits;
   ForwardBatch batch;
   KvLayout kv_layout;
+  RoutingShape routing;          // empty for a dense model
+  std::vector<int32_t> routed;   // a step's experts per row, [row][moe_layer][k]
   std::atomic<int64_t> version{0};
   std::shared_ptr<Model> swapped;  // the weights swapped in last (the first are the caller's)
   uint64_t base_salt = 0;
@@ -160,6 +164,12 @@ struct Engine::State {
   Status Restore(Sequence* seq);
   // Ends a choice with kAbort and `why` in its last event.
   void Fail(Sequence* seq, const Status& why);
+  // Keeps the experts this step's rows used with their sequences: the
+  // routing of a token is recorded once, when first computed.
+  void RecordRouting(const std::vector<StepScheduler::Item>& plan, const std::vector<int64_t>& starts);
+  int64_t RoutedTokens(const Sequence& seq) const {
+    return routing.empty() ? 0 : static_cast<int64_t>(seq.routing.size()) / routing.TokenBytes();
+  }
 };
 
 namespace {
@@ -207,6 +217,7 @@ Status Engine::State::Persist(Sequence* seq) {
   snap.computed = seq->computed;
   snap.tokens = seq->tokens;
   snap.hashes = seq->hashes;
+  snap.routing = seq->routing;
   const size_t bytes = static_cast<size_t>(seq->computed * kv_layout.TokenBytes());
   std::unique_ptr<uint8_t[]> kv(new uint8_t[bytes]);  // left uninitialised: written over at once
   backend->ExportKv(seq->blocks, seq->computed, kv.get());
@@ -239,6 +250,15 @@ Status Engine::State::Restore(Sequence* seq) {
                               std::to_string(snap.tokens.size()) + " tokens), not paused sequence " +
                               std::to_string(seq->id) + " (" + std::to_string(seq->tokens.size()) + " tokens)");
   }
+  const int64_t tb = routing.TokenBytes();
+  if ((tb == 0 && !snap.routing.empty()) ||
+      (tb > 0 && (static_cast<int64_t>(snap.routing.size()) % tb != 0 ||
+                  static_cast<int64_t>(snap.routing.size()) / tb > static_cast<int64_t>(snap.tokens.size())))) {
+    return Status::Corruption(where + "holds " + std::to_string(snap.routing.size()) +
+                              " bytes of routing, not whole tokens of " + std::to_string(tb) + " bytes for at most " +
+                              std::to_string(snap.tokens.size()) + " tokens");
+  }
+  seq->routing = snap.routing;
   const int64_t bs = kv_layout.block_size;
   const int64_t need = (snap.computed + bs - 1) / bs;
   if (blocks->available() < need) return Status::Ok();  // recomputed once resumed, like a preempted sequence
@@ -323,8 +343,17 @@ void Engine::State::AbortRequest(uint64_t id) {
 bool Engine::State::Append(Request* req, Sequence* seq, SampledToken token) {
   const GenerationRequest& p = req->params;
   const int32_t id = token.token;
-  seq->tokens.push_back(id);
   StreamEvent e;
+  // The token was sampled from the logits of the sequence's last position.
+  const int64_t from = static_cast<int64_t>(seq->tokens.size()) - 1;
+  if (p.return_routing && from < RoutedTokens(*seq)) UnpackRouting(routing, seq->routing, from, &e.routing);
+  if (p.return_prompt_routing && from == seq->prompt_len - 1) {
+    for (int64_t t = 0; t < from && t < RoutedTokens(*seq); ++t) {
+      e.prompt_routing.emplace_back();
+      UnpackRouting(routing, seq->routing, t, &e.prompt_routing.back());
+    }
+  }
+  seq->tokens.push_back(id);
   e.choice = seq->choice;
   e.sequence_id = seq->id;
   e.version = version.load();
@@ -376,6 +405,7 @@ void Engine::State::Fork(Request* req, Sequence* parent, const float* row) {
     child->computed = parent->computed;
     child->blocks = parent->blocks;
     child->hashes = parent->hashes;
+    child->routing = parent->routing;
     for (int32_t b : child->blocks) blocks->AddRef(b);
     scheduler->AddRunning(child.get());
     children.push_back(child.get());
@@ -400,8 +430,10 @@ void Engine::State::Step() {
     int64_t position;  // -1: sample
   };
   std::vector<LogitsUse> uses;
+  std::vector<int64_t> starts(plan.size());
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence* seq = plan[i].seq;
+    starts[i] = seq->computed;
     const int64_t n = plan[i].num_tokens;
     const int64_t row0 = static_cast<int64_t>(batch.tokens.size());
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
@@ -419,7 +451,7 @@ void Engine::State::Step() {
     }
   }
   logits.resize(batch.logit_rows.size() * static_cast<size_t>(vocab));
-  Status st = backend->Forward(batch, logits.data(), nullptr);
+  Status st = backend->Forward(batch, logits.data(), routing.empty() ? nullptr : &routed);
   int64_t prompt_tokens = 0;
   for (const auto& it : plan) prompt_tokens += it.num_tokens;
   if (!st.ok()) {
@@ -430,6 +462,7 @@ void Engine::State::Step() {
     for (uint64_t id : ids) AbortRequest(id);
     return;
   }
+  if (!routing.empty()) RecordRouting(plan, starts);
   scheduler->Commit(plan);
   int64_t generated = 0;
   std::vector<uint64_t> completed;
@@ -482,6 +515,19 @@ void Engine::State::Step() {
   stats.steps++;
   stats.generated_tokens += generated;
   stats.prompt_tokens += prompt_tokens - sampled;
+}
+
+void Engine::State::RecordRouting(const std::vector<StepScheduler::Item>& plan, const std::vector<int64_t>& starts) {
+  const int64_t per_row = routing.TokenIds();
+  int64_t row = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence* seq = plan[i].seq;
+    for (int64_t p = starts[i]; p < starts[i] + plan[i].num_tokens; ++p, ++row) {
+      // Positions below the recorded count were computed before (a
+      // recompute): their routing stays as first recorded.
+      if (p == RoutedTokens(*seq)) PackRouting(routing, &routed[row * per_row], &seq->routing);
+    }
+  }
 }
 
 void Engine::State::Loop() {
@@ -571,10 +617,12 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   s.backend = NewCpuBackend(model);
   FR_RETURN_IF_ERROR(s.backend->AllocateKv(layout, num_blocks));
   s.kv_layout = layout;
+  s.routing = model.routing_shape();
   s.blocks = std::make_unique<BlockManager>(num_blocks, options.block_size, options.prefix_caching);
   StepOptions step;
   step.max_running = options.max_running;
   step.max_batch_tokens = options.max_batch_tokens;
+  step.routing_token_bytes = s.routing.TokenBytes();
   // The prefix-cache salt: blocks written by another model, KV dtype or (to
   // come) weight version never match.
   s.base_salt = BlockManager::ChainHash(static_cast<uint64_t>(options.kv_dtype == KvDType::kF32 ? 1 : 2),
@@ -619,6 +667,10 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   }
   for (const std::string& stop : request.stop_strings) {
     if (stop.empty()) return Status::InvalidArgument("stop: a stop string is empty");
+  }
+  if ((request.return_routing || request.return_prompt_routing) && s.routing.empty()) {
+    return Status::InvalidArgument(std::string(request.return_routing ? "return_routing" : "return_prompt_routing") +
+                                   ": the model has no MoE layers, so no routing");
   }
   const int64_t scored = static_cast<int64_t>(request.score_tokens.size());
   if (scored > 0) {
@@ -693,7 +745,10 @@ Status Engine::Pause(uint64_t sequence_id, PauseOptions options) {
     // Written before pausing: when the write fails the sequence runs on.
     if (options.to_disk) FR_RETURN_IF_ERROR(state_->Persist(it->second));
     state_->scheduler->Pause(it->second);
-    if (options.to_disk) state_->scheduler->ReleaseBlocks(it->second);
+    if (options.to_disk) {
+      state_->scheduler->ReleaseBlocks(it->second);
+      std::vector<uint8_t>().swap(it->second->routing);  // in the file until Resume
+    }
     return Status::Ok();
   });
 }

@@ -78,6 +78,15 @@ struct GenerationRequest {
   // at this temperature. Needs n = 1 and max_tokens = 0.
   std::vector<int32_t> score_tokens;
   bool score_full_vocab = false;  // also the whole raw log-softmax per scored token
+  // MoE models (routing.h); InvalidArgument "return_routing: ..." on a
+  // dense model. Each generated token's StreamEvent::routing holds the
+  // experts of the forward pass whose logits it was sampled from (the
+  // routing of the token before it), so that with return_prompt_routing
+  // (prompt_routing on each choice's first token event: the prompt's tokens
+  // but its last) the two together give the routing of every token the
+  // model computed, in order — what score_routing takes back.
+  bool return_routing = false;
+  bool return_prompt_routing = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -93,6 +102,8 @@ struct StreamEvent {
   FinishReason finish = FinishReason::kNone;  // set on the choice's last event
   std::string stop_string;                   // the stop string that matched, if any
   std::vector<float> vocab_logprobs;         // scoring with score_full_vocab: [vocab]
+  std::vector<int32_t> routing;              // return_routing: [moe_layer][k] expert ids
+  std::vector<std::vector<int32_t>> prompt_routing;  // return_prompt_routing: [token][moe_layer * k]
   int64_t version = 0;                       // the weight version that produced the token
   std::string error;                         // with kAbort, why the choice failed, when it did
 };
@@ -102,6 +113,8 @@ struct Choice {
   std::vector<int32_t> tokens;
   std::vector<SampledToken> samples;  // one per token
   std::vector<int64_t> versions;      // the weight version of each token
+  std::vector<std::vector<int32_t>> routing;         // return_routing: [token][moe_layer * k]
+  std::vector<std::vector<int32_t>> prompt_routing;  // return_prompt_routing: [prompt token][moe_layer * k]
   FinishReason finish = FinishReason::kNone;
   std::string stop_string;
   std::string error;  // StreamEvent::error of the last event

@@ -127,6 +127,8 @@ Status WriteSequenceFile(const std::string& path, const SequenceSnapshot& s) {
   meta.append(reinterpret_cast<const char*>(s.tokens.data()), s.tokens.size() * sizeof(int32_t));
   Put<uint64_t>(&meta, s.hashes.size());
   meta.append(reinterpret_cast<const char*>(s.hashes.data()), s.hashes.size() * sizeof(uint64_t));
+  Put<uint64_t>(&meta, s.routing.size());
+  meta.append(reinterpret_cast<const char*>(s.routing.data()), s.routing.size());
 
   std::string header(kMagic, sizeof(kMagic));
   Put(&header, kSequenceFileVersion);
@@ -174,7 +176,7 @@ Result<SequenceSnapshot> ReadSequenceFile(const std::string& path) {
   std::memcpy(&payload_bytes, header + 16, 8);
   if (version != kSequenceFileVersion) {
     return Status::Corruption(where + "format version " + std::to_string(version) + ", this build reads version " +
-                              std::to_string(kSequenceFileVersion));
+                              std::to_string(kSequenceFileVersion) + " only");
   }
   if (payload_bytes != size - kSequenceFileHeaderBytes) {
     return Status::Corruption(where + "truncated or padded: the header says " + std::to_string(payload_bytes) +
@@ -194,7 +196,8 @@ Result<SequenceSnapshot> ReadSequenceFile(const std::string& path) {
   const bool complete = r.Get(&s.sequence_id) && r.Get(&s.choice) && r.Get(&scoring) && r.Get(&s.weight_version) &&
                         r.Get(&dtype) && r.Get(&s.layout.num_layers) && r.Get(&s.layout.num_kv_heads) &&
                         r.Get(&s.layout.head_dim) && r.Get(&s.layout.block_size) && r.Get(&s.prompt_len) &&
-                        r.Get(&s.computed) && r.GetArray(&s.tokens) && r.GetArray(&s.hashes);
+                        r.Get(&s.computed) && r.GetArray(&s.tokens) && r.GetArray(&s.hashes) &&
+                        r.GetArray(&s.routing);
   if (!complete) return Status::Corruption(where + "the payload ends inside its fields");
   if (dtype > 1) return Status::Corruption(where + "unknown KV dtype code " + std::to_string(dtype));
   s.layout.dtype = dtype == 0 ? KvDType::kF32 : KvDType::kBF16;

@@ -127,8 +127,17 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
       // Positions whose logits are needed are computed again: the last one,
       // or for scoring every one from the prompt's last on.
       const int64_t first_logits = seq->scoring ? seq->prompt_len - 1 : len - 1;
-      seq->blocks = blocks_->MatchPrefix(seq->tokens, first_logits / bs, options_.salt, &seq->hashes);
+      seq->blocks = blocks_->MatchPrefix(seq->tokens, first_logits / bs, options_.salt, &seq->hashes, seq->routing);
       seq->computed = static_cast<int64_t>(seq->blocks.size()) * bs;
+      // The routing of cached tokens comes with their blocks.
+      // (MatchPrefix checked them against what the sequence already holds.)
+      const size_t block_bytes = static_cast<size_t>(options_.routing_token_bytes * bs);
+      for (size_t b = 0; block_bytes > 0 && b < seq->blocks.size(); ++b) {
+        if (seq->routing.size() >= (b + 1) * block_bytes) continue;
+        std::span<const uint8_t> r = blocks_->routing(seq->blocks[b]);
+        seq->routing.insert(seq->routing.end(), r.begin() + static_cast<long>(seq->routing.size() - b * block_bytes),
+                            r.end());
+      }
     }
     int64_t n = std::min(len - seq->computed, budget);
     const int64_t room = (static_cast<int64_t>(seq->blocks.size()) + blocks_->available()) * bs - seq->computed;
@@ -155,7 +164,11 @@ void StepScheduler::Commit(const std::vector<Item>& plan) {
       const int64_t i = static_cast<int64_t>(seq->hashes.size());
       std::span<const int32_t> chunk(seq->tokens.data() + i * bs, static_cast<size_t>(bs));
       const uint64_t h = BlockManager::ChainHash(i == 0 ? 0 : seq->hashes.back(), chunk, options_.salt);
-      blocks_->Register(seq->blocks[i], h, chunk);
+      // A MoE block is known with its routing, or not at all.
+      const size_t rb = static_cast<size_t>(bs * options_.routing_token_bytes);
+      if (seq->routing.size() < (static_cast<size_t>(i) + 1) * rb) break;
+      blocks_->Register(seq->blocks[i], h, chunk,
+                        std::span<const uint8_t>(seq->routing).subspan(static_cast<size_t>(i) * rb, rb));
       seq->hashes.push_back(h);
     }
   }

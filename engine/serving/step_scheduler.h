@@ -38,12 +38,17 @@ struct Sequence {
   void* owner = nullptr;           // the engine's request
   int32_t choice = 0;
   std::string persisted;           // its sequence file while paused to disk
+  // MoE models: the experts of every token computed so far, compact
+  // (routing.h, [token][moe_layer][k]); it may run ahead of `computed` (a
+  // preempted sequence keeps it). Empty for dense models.
+  std::vector<uint8_t> routing;
 };
 
 struct StepOptions {
   int64_t max_running = 64;
   int64_t max_batch_tokens = 512;
   uint64_t salt = 0;  // prefix-cache salt: model, weight version, KV dtype
+  int64_t routing_token_bytes = 0;  // RoutingShape::TokenBytes(); 0 for dense models
 };
 
 class StepScheduler {

@@ -291,6 +291,12 @@ TEST(EnginePersistErrorsTest, ADamagedFileFailsTheChoiceAndIsRemoved) {
        },
        "format version 9"},
       {[](const std::string& f) {
+         std::string b = ReadBytes(f);
+         b[8] = 1;  // a file of the format before routing was kept
+         WriteBytes(f, b);
+       },
+       "format version 1, this build reads version 2 only"},
+      {[](const std::string& f) {
          auto snap = ReadSequenceFile(f);
          ASSERT_TRUE(snap.ok());
          snap->layout.block_size = 8;
