@@ -98,6 +98,11 @@ struct ScoreRequest {
   int32_t top_logprobs = 0;               // 0-20 alternatives per token (json only)
   bool full_vocab = false;                // the whole log-softmax per token (f32 only)
   ScoreFormat format = ScoreFormat::kJson;
+  // MoE models: the experts to score with, [token][moe_layer][k], for
+  // prompt_token_ids then token_ids (all, or all but the last); empty: the
+  // router picks. Read here as arrays of arrays of non-negative ints; their
+  // lengths are checked by the server, which knows the model.
+  std::vector<std::vector<std::vector<int32_t>>> routing;
 };
 
 // POST /v1/weights: load the checkpoint directory `path` (relative to the

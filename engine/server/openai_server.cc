@@ -632,6 +632,38 @@ Result<StreamResponse> OpenAiServer::Impl::Score(const HttpRequest& http_request
   }
 
   GenerationRequest generation;
+  if (!request.routing.empty()) {
+    const RoutingShape shape = engine->model().routing_shape();
+    const int64_t given = static_cast<int64_t>(request.routing.size());
+    const int64_t all = prompt_tokens + scored_tokens;
+    if (shape.empty()) return Fail(endpoint, arrived, InvalidRequest("routing", "model " + options.model_name + " has no MoE layers"));
+    if (given != all && given != all - 1) {
+      return Fail(endpoint, arrived,
+                  InvalidRequest("routing", std::to_string(given) + " tokens of routing for " + std::to_string(all) +
+                                                " tokens (" + std::to_string(prompt_tokens) + " in prompt_token_ids, " +
+                                                std::to_string(scored_tokens) + " in token_ids); send " +
+                                                std::to_string(all) + ", or " + std::to_string(all - 1) +
+                                                " as return_routing gives them"));
+    }
+    for (int64_t t = 0; t < given; ++t) {
+      const auto& layers = request.routing[t];
+      const std::string tp = "routing[" + std::to_string(t) + "]";
+      if (static_cast<int64_t>(layers.size()) != shape.moe_layers) {
+        return Fail(endpoint, arrived, InvalidRequest("routing", tp + ": " + std::to_string(layers.size()) +
+                                                                     " layers, the model has " +
+                                                                     std::to_string(shape.moe_layers) + " MoE layers"));
+      }
+      for (int64_t l = 0; l < shape.moe_layers; ++l) {
+        if (static_cast<int64_t>(layers[l].size()) != shape.k) {
+          return Fail(endpoint, arrived,
+                      InvalidRequest("routing", tp + "[" + std::to_string(l) + "]: " + std::to_string(layers[l].size()) +
+                                                    " expert ids, the model routes each token to " +
+                                                    std::to_string(shape.k)));
+        }
+        generation.score_routing.insert(generation.score_routing.end(), layers[l].begin(), layers[l].end());
+      }
+    }
+  }
   generation.prompt = request.prompt_token_ids;
   generation.score_tokens = request.token_ids;
   generation.score_full_vocab = request.full_vocab;
@@ -639,7 +671,11 @@ Result<StreamResponse> OpenAiServer::Impl::Score(const HttpRequest& http_request
   generation.sampling.top_logprobs = request.top_logprobs;
   generation.max_tokens = 0;
   Result<std::shared_ptr<RequestStream>> submitted = engine->Submit(std::move(generation));
-  if (!submitted.ok()) return Fail(endpoint, arrived, ApiErrorFromStatus(submitted.status()));
+  if (!submitted.ok()) {
+    ApiError e = ApiErrorFromStatus(submitted.status());
+    if (e.param.rfind("routing[", 0) == 0) e.param = "routing";  // the message keeps the position
+    return Fail(endpoint, arrived, e);
+  }
   std::shared_ptr<RequestStream> stream = std::move(submitted).value();
 
   const bool binary = request.format == ScoreFormat::kF32;

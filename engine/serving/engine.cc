@@ -313,6 +313,14 @@ void Engine::State::Admit(std::unique_ptr<Request> req) {
   if (!r->params.score_tokens.empty()) {
     seq->scoring = true;
     seq->tokens.insert(seq->tokens.end(), r->params.score_tokens.begin(), r->params.score_tokens.end());
+    const std::vector<int32_t>& given = r->params.score_routing;
+    if (!given.empty()) {
+      seq->cacheable = false;  // its KV follows the given experts, not the router
+      seq->routing.reserve(given.size() * static_cast<size_t>(routing.IdBytes()));
+      for (size_t at = 0; at < given.size(); at += static_cast<size_t>(routing.TokenIds())) {
+        PackRouting(routing, &given[at], &seq->routing);
+      }
+    }
   }
   scheduler->AddWaiting(seq.get());
   r->seqs.push_back(std::move(seq));
@@ -423,6 +431,8 @@ void Engine::State::Step() {
   batch.tokens.clear();
   batch.seqs.clear();
   batch.logit_rows.clear();
+  batch.replay_offsets.clear();
+  batch.replay_ids.clear();
   // What each logits row is for: sampling plan item `item`, or scoring the
   // token after `position` of it.
   struct LogitsUse {
@@ -431,6 +441,7 @@ void Engine::State::Step() {
   };
   std::vector<LogitsUse> uses;
   std::vector<int64_t> starts(plan.size());
+  bool replaying = false;  // some row replays recorded routing
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence* seq = plan[i].seq;
     starts[i] = seq->computed;
@@ -440,6 +451,18 @@ void Engine::State::Step() {
     batch.tokens.insert(batch.tokens.end(), seq->tokens.begin() + seq->computed,
                         seq->tokens.begin() + seq->computed + n);
     batch.seqs.push_back({seq->computed, n, seq->blocks.data()});
+    // Tokens whose routing is already recorded (or given) replay it.
+    const int64_t replay_end = std::min(seq->computed + n, RoutedTokens(*seq));
+    if (replay_end > seq->computed && !replaying) {
+      replaying = true;
+      batch.replay_offsets.assign(static_cast<size_t>(row0), -1);
+    }
+    if (replaying) {
+      for (int64_t p = seq->computed; p < seq->computed + n; ++p) {
+        batch.replay_offsets.push_back(p < replay_end ? static_cast<int64_t>(batch.replay_ids.size()) : -1);
+        if (p < replay_end) UnpackRouting(routing, seq->routing, p, &batch.replay_ids);
+      }
+    }
     if (seq->scoring) {
       for (int64_t p = std::max(seq->computed, seq->prompt_len - 1); p < std::min(seq->computed + n, len - 1); ++p) {
         batch.logit_rows.push_back(row0 + p - seq->computed);
@@ -684,6 +707,33 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
       }
     }
   }
+  if (!request.score_routing.empty()) {
+    const int64_t per_token = s.routing.TokenIds();
+    if (per_token == 0) return Status::InvalidArgument("routing: the model has no MoE layers, so nothing to replay");
+    const int64_t given = static_cast<int64_t>(request.score_routing.size());
+    const int64_t all = prompt + scored;
+    if (scored == 0 || given % per_token != 0 || (given / per_token != all && given / per_token != all - 1)) {
+      return Status::InvalidArgument("routing: " + std::to_string(given) + " expert ids, not " +
+                                     std::to_string(per_token) + " (" + std::to_string(s.routing.moe_layers) +
+                                     " MoE layers x " + std::to_string(s.routing.k) + ") for each of the " +
+                                     std::to_string(all) + " prompt and scored tokens (or all but the last)");
+    }
+    for (int64_t t = 0; t < given / per_token; ++t) {
+      for (int64_t l = 0; l < s.routing.moe_layers; ++l) {
+        const int32_t* ids = &request.score_routing[t * per_token + l * s.routing.k];
+        for (int64_t j = 0; j < s.routing.k; ++j) {
+          const bool outside = ids[j] < 0 || ids[j] >= s.routing.num_experts;
+          if (!outside && std::find(ids, ids + j, ids[j]) == ids + j) continue;
+          const std::string where =
+              "routing[" + std::to_string(t) + "][" + std::to_string(l) + "]: expert " + std::to_string(ids[j]);
+          if (outside) {
+            return Status::InvalidArgument(where + " out of range [0, " + std::to_string(s.routing.num_experts) + ")");
+          }
+          return Status::InvalidArgument(where + " repeated");
+        }
+      }
+    }
+  }
   // Scored tokens take the room generated ones would.
   const int64_t extra = scored > 0 ? scored : request.max_tokens;
   const std::string asked = "prompt of " + std::to_string(prompt) + " tokens + " +
@@ -836,6 +886,10 @@ Status Engine::SwapWeights(std::unique_ptr<Model> model, int64_t version) {
     }
     // Between two steps: the next step runs every sequence on the new weights.
     s.backend->SetModel(*incoming);
+    // KV and routing written so far came from the old weights.
+    for (auto& [id, seq] : s.live) {
+      if (seq->computed > 0 || !seq->routing.empty() || !seq->persisted.empty()) seq->cacheable = false;
+    }
     s.model = incoming.get();
     s.swapped = incoming;
     s.version = version;

@@ -16,6 +16,16 @@
 // tokens beyond the context, or beyond the whole KV pool) is refused at
 // Submit with an error naming the limit.
 //
+// MoE routing (routing.h): every token a sequence computes keeps the experts
+// it used, recorded once, when first computed; a token computed again (after
+// preemption, a pause to disk without room to restore, or a weight swap's
+// recompute) replays its recorded experts instead of routing afresh. So a
+// sequence that spans a weight swap keeps the routing of the tokens computed
+// before it (spliced routing: old tokens as recorded, new ones routed by the
+// new weights). Sequences whose KV or routing did not all come from the
+// current weights' own router (they span a swap, or score with given
+// routing) make no new blocks known to the prefix cache.
+//
 // A finished, cancelled or abandoned (RequestStream destroyed) choice frees
 // its KV blocks and deletes its sequence file, if paused to disk, at the next
 // step boundary.
@@ -78,6 +88,16 @@ struct GenerationRequest {
   // at this temperature. Needs n = 1 and max_tokens = 0.
   std::vector<int32_t> score_tokens;
   bool score_full_vocab = false;  // also the whole raw log-softmax per scored token
+  // Scoring on a MoE model with the experts a sample used (routing replay,
+  // R3): [token][moe_layer][k] ids, flat, for the prompt and score_tokens —
+  // every one of them, or all but the last (whose experts change no
+  // logprob; it then routes afresh), as return_prompt_routing and
+  // return_routing give them. Each token is run through exactly these
+  // experts (model.h), so scoring a sample with its recorded routing gives
+  // bitwise the logprobs generation recorded. InvalidArgument naming
+  // "routing" for another length or a dense model, and
+  // "routing[t][l]: expert E out of range [0, N)" or "... repeated".
+  std::vector<int32_t> score_routing;
   // MoE models (routing.h); InvalidArgument "return_routing: ..." on a
   // dense model. Each generated token's StreamEvent::routing holds the
   // experts of the forward pass whose logits it was sampled from (the

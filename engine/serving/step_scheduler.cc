@@ -159,7 +159,7 @@ void StepScheduler::Commit(const std::vector<Item>& plan) {
   for (const Item& it : plan) {
     Sequence* seq = it.seq;
     seq->computed += it.num_tokens;
-    const int64_t full = seq->computed / bs;
+    const int64_t full = seq->cacheable ? seq->computed / bs : 0;
     while (static_cast<int64_t>(seq->hashes.size()) < full) {
       const int64_t i = static_cast<int64_t>(seq->hashes.size());
       std::span<const int32_t> chunk(seq->tokens.data() + i * bs, static_cast<size_t>(bs));

@@ -42,6 +42,9 @@ struct Sequence {
   // (routing.h, [token][moe_layer][k]); it may run ahead of `computed` (a
   // preempted sequence keeps it). Empty for dense models.
   std::vector<uint8_t> routing;
+  // Its KV and routing all came from the current weights' own router, so
+  // its full blocks may be made known to the prefix cache.
+  bool cacheable = true;
 };
 
 struct StepOptions {

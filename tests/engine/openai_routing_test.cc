@@ -1,6 +1,8 @@
 // MoE routing over HTTP: "return_routing" on /v1/completions gives each
 // choice the experts of every token the model computed; /v1/score takes
 // them back as "routing" and scores with exactly those experts.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "common/http.h"
@@ -126,6 +128,71 @@ TEST_F(OpenAiRoutingTest, RoutingIsNotStreamed) {
               400, "return_routing");
   ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"return_routing", 1}}), 400,
               "return_routing");
+}
+
+uint32_t FloatBits(const Json& v) {
+  const float f = v.get<float>();
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobsBitwise) {
+  auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
+                                                  {"prompt", kPrompt},
+                                                  {"max_tokens", 24},
+                                                  {"seed", 11},
+                                                  {"temperature", 0.8},
+                                                  {"logprobs", 0},
+                                                  {"ignore_eos", true},
+                                                  {"return_token_ids", true},
+                                                  {"return_routing", true}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  const Json& choice = reply["choices"][0];
+  const Json& generated = choice["logprobs"]["token_logprobs"];
+  ASSERT_EQ(generated.size(), 24u);
+  Json score = {{"model", kModelName},
+                {"prompt_token_ids", kPrompt},
+                {"token_ids", choice["token_ids"]},
+                {"temperature", 0.8},
+                {"routing", choice["routing"]}};
+  auto [score_status, scored] = Post("/v1/score", score);
+  ASSERT_EQ(score_status, 200) << scored.dump();
+  ASSERT_EQ(scored["logprobs"].size(), 24u);
+  for (size_t t = 0; t < 24; ++t) EXPECT_EQ(FloatBits(scored["logprobs"][t]), FloatBits(generated[t])) << t;
+
+  // Other experts for token 14 (generated token 2): token 3's logprob on moves.
+  Json moved = score;
+  Json& ids = moved["routing"][14][0];
+  for (int e = 0; e < 8; ++e) {
+    if (e != ids[0].get<int>() && e != ids[1].get<int>()) {
+      ids[1] = e;
+      break;
+    }
+  }
+  auto [moved_status, diverted] = Post("/v1/score", moved);
+  ASSERT_EQ(moved_status, 200) << diverted.dump();
+  EXPECT_EQ(FloatBits(diverted["logprobs"][2]), FloatBits(generated[2]));
+  EXPECT_NE(FloatBits(diverted["logprobs"][3]), FloatBits(generated[3]));
+
+  Json bad = score;
+  bad["routing"].erase(bad["routing"].size() - 1);
+  bad["routing"].erase(bad["routing"].size() - 1);
+  ExpectError(Post("/v1/score", bad), 400, "routing", "33 tokens of routing for 36 tokens");
+  bad = score;
+  bad["routing"][3][1][1] = 9;
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[3][1]: expert 9 out of range [0, 8)");
+  bad = score;
+  bad["routing"][3].erase(5);
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[3]: 5 layers, the model has 6 MoE layers");
+  bad = score;
+  bad["routing"][3][2] = {1, 2, 3};
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[3][2]: 3 expert ids, the model routes each token to 2");
+  bad = score;
+  bad["routing"][4][0][0] = "x";
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[4][0][0]");
+  bad["routing"] = 5;
+  ExpectError(Post("/v1/score", bad), 400, "routing", "expected an array");
 }
 
 }  // namespace
