@@ -52,7 +52,13 @@ int32_t BlockManager::Allocate() {
     return -1;
   }
   blocks_[block].refs = 1;
+  blocks_[block].version = kUnwritten;
   return block;
+}
+
+void BlockManager::SetVersion(int32_t block, int64_t version, bool keep_identity) {
+  blocks_[block].version = version;
+  if (!keep_identity) Forget(block);
 }
 
 void BlockManager::AddRef(int32_t block) {

@@ -16,9 +16,15 @@
 // A MoE model's known blocks also keep the routing of their tokens
 // (routing.h), handed to the sequences that hit them.
 //
+// Every block records the oldest weight version that wrote KV into it
+// (kUnwritten when nothing has been written since Allocate), so that after a
+// weight swap the engine can recompute just the blocks that are too old
+// (EngineOptions::reprefill_older_than).
+//
 // Thread safety: none; the engine loop thread owns it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <list>
 #include <span>
@@ -46,6 +52,18 @@ class BlockManager {
   void Release(int32_t block);
   int32_t RefCount(int32_t block) const { return blocks_[block].refs; }
 
+  static constexpr int64_t kUnwritten = INT64_MAX;
+  // The oldest version whose KV the block holds (kUnwritten: none yet).
+  int64_t version(int32_t block) const { return blocks_[block].version; }
+  // KV written into the block by `version`, beside what it held.
+  void MarkWritten(int32_t block, int64_t version) {
+    blocks_[block].version = std::min(blocks_[block].version, version);
+  }
+  // Everything the block holds is now `version`'s (recomputed, copied or
+  // read back); its prefix-cache identity, which named older KV, is dropped
+  // unless `keep_identity`.
+  void SetVersion(int32_t block, int64_t version, bool keep_identity);
+
   // The hash of a full block of `tokens` that follows a block hashed `parent`
   // (0 for the first block).
   static uint64_t ChainHash(uint64_t parent, std::span<const int32_t> tokens, uint64_t salt);
@@ -70,6 +88,7 @@ class BlockManager {
  private:
   struct Block {
     int32_t refs = 0;
+    int64_t version = kUnwritten;
     bool known = false;
     uint64_t hash = 0;
     std::vector<int32_t> tokens;

@@ -167,6 +167,10 @@ struct Engine::State {
   // Keeps the experts this step's rows used with their sequences: the
   // routing of a token is recorded once, when first computed.
   void RecordRouting(const std::vector<StepScheduler::Item>& plan, const std::vector<int64_t>& starts);
+  // Marks the blocks of `seq` written by versions older than the current
+  // one less reprefill_older_than for recomputing (EngineOptions).
+  void PlanReprefill(Sequence* seq);
+  int64_t reprefill_tokens = 0;
   int64_t RoutedTokens(const Sequence& seq) const {
     return routing.empty() ? 0 : static_cast<int64_t>(seq.routing.size()) / routing.TokenBytes();
   }
@@ -218,6 +222,8 @@ Status Engine::State::Persist(Sequence* seq) {
   snap.tokens = seq->tokens;
   snap.hashes = seq->hashes;
   snap.routing = seq->routing;
+  const int64_t bs = kv_layout.block_size;
+  for (int64_t b = 0; b < (seq->computed + bs - 1) / bs; ++b) snap.block_versions.push_back(blocks->version(seq->blocks[b]));
   const size_t bytes = static_cast<size_t>(seq->computed * kv_layout.TokenBytes());
   std::unique_ptr<uint8_t[]> kv(new uint8_t[bytes]);  // left uninitialised: written over at once
   backend->ExportKv(seq->blocks, seq->computed, kv.get());
@@ -265,13 +271,30 @@ Status Engine::State::Restore(Sequence* seq) {
   for (int64_t b = 0; b < need; ++b) seq->blocks.push_back(blocks->Allocate());
   backend->ImportKv(seq->blocks, snap.computed, snap.kv.data());
   seq->computed = snap.computed;
+  for (int64_t b = 0; b < need; ++b) blocks->SetVersion(seq->blocks[b], snap.block_versions[b], true);
   // The full blocks are known to the prefix cache again, as before the pause.
   seq->hashes = snap.hashes;
   for (size_t i = 0; i < seq->hashes.size(); ++i) {
     blocks->Register(seq->blocks[i], seq->hashes[i],
                      std::span<const int32_t>(seq->tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs)));
   }
+  PlanReprefill(seq);  // weights may have been swapped while it was on disk
   return Status::Ok();
+}
+
+void Engine::State::PlanReprefill(Sequence* seq) {
+  if (options.reprefill_older_than < 0 || seq->scoring || seq->blocks.empty()) return;
+  const int64_t keep_from = version.load() - options.reprefill_older_than;
+  const int64_t bs = kv_layout.block_size;
+  int64_t first = -1, last = -1;
+  for (int64_t b = 0; b < (seq->computed + bs - 1) / bs; ++b) {
+    if (blocks->version(seq->blocks[b]) >= keep_from) continue;
+    if (first < 0) first = b;
+    last = b;
+  }
+  if (first < 0) return;
+  seq->reprefill_pos = first * bs;
+  seq->reprefill_end = std::min(seq->computed, (last + 1) * bs);
 }
 
 void Engine::State::Fail(Sequence* seq, const Status& why) {
@@ -442,23 +465,30 @@ void Engine::State::Step() {
   std::vector<LogitsUse> uses;
   std::vector<int64_t> starts(plan.size());
   bool replaying = false;  // some row replays recorded routing
+  int64_t reprefilled = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence* seq = plan[i].seq;
-    starts[i] = seq->computed;
+    const int64_t start = plan[i].start;
+    starts[i] = start;
     const int64_t n = plan[i].num_tokens;
     const int64_t row0 = static_cast<int64_t>(batch.tokens.size());
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
-    batch.tokens.insert(batch.tokens.end(), seq->tokens.begin() + seq->computed,
-                        seq->tokens.begin() + seq->computed + n);
-    batch.seqs.push_back({seq->computed, n, seq->blocks.data()});
+    batch.tokens.insert(batch.tokens.end(), seq->tokens.begin() + start, seq->tokens.begin() + start + n);
+    batch.seqs.push_back({start, n, seq->blocks.data()});
+    if (plan[i].reprefill) {
+      // Recomputed under the new weights, routed afresh, no logits.
+      reprefilled += n;
+      if (replaying) batch.replay_offsets.insert(batch.replay_offsets.end(), static_cast<size_t>(n), -1);
+      continue;
+    }
     // Tokens whose routing is already recorded (or given) replay it.
-    const int64_t replay_end = std::min(seq->computed + n, RoutedTokens(*seq));
-    if (replay_end > seq->computed && !replaying) {
+    const int64_t replay_end = std::min(start + n, RoutedTokens(*seq));
+    if (replay_end > start && !replaying) {
       replaying = true;
       batch.replay_offsets.assign(static_cast<size_t>(row0), -1);
     }
     if (replaying) {
-      for (int64_t p = seq->computed; p < seq->computed + n; ++p) {
+      for (int64_t p = start; p < start + n; ++p) {
         batch.replay_offsets.push_back(p < replay_end ? static_cast<int64_t>(batch.replay_ids.size()) : -1);
         if (p < replay_end) UnpackRouting(routing, seq->routing, p, &batch.replay_ids);
       }
@@ -537,7 +567,8 @@ void Engine::State::Step() {
   std::lock_guard<std::mutex> lock(mu);
   stats.steps++;
   stats.generated_tokens += generated;
-  stats.prompt_tokens += prompt_tokens - sampled;
+  stats.prompt_tokens += prompt_tokens - sampled - reprefilled;
+  stats.reprefill_tokens += reprefilled;
 }
 
 void Engine::State::RecordRouting(const std::vector<StepScheduler::Item>& plan, const std::vector<int64_t>& starts) {
@@ -547,8 +578,13 @@ void Engine::State::RecordRouting(const std::vector<StepScheduler::Item>& plan, 
     Sequence* seq = plan[i].seq;
     for (int64_t p = starts[i]; p < starts[i] + plan[i].num_tokens; ++p, ++row) {
       // Positions below the recorded count were computed before (a
-      // recompute): their routing stays as first recorded.
-      if (p == RoutedTokens(*seq)) PackRouting(routing, &routed[row * per_row], &seq->routing);
+      // recompute): their routing stays as first recorded, unless a partial
+      // re-prefill routed them afresh.
+      if (p == RoutedTokens(*seq)) {
+        PackRouting(routing, &routed[row * per_row], &seq->routing);
+      } else if (plan[i].reprefill && p < RoutedTokens(*seq)) {
+        StoreRouting(routing, p, &routed[row * per_row], &seq->routing);
+      }
     }
   }
 }
@@ -609,6 +645,10 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   }
   if (options.max_running < 1) return Status::InvalidArgument("max_running must be at least 1");
   if (options.max_batch_tokens < 1) return Status::InvalidArgument("max_batch_tokens must be at least 1");
+  if (options.reprefill_older_than < -1) {
+    return Status::InvalidArgument("reprefill_older_than: must be -1 (off) or at least 0, got " +
+                                   std::to_string(options.reprefill_older_than));
+  }
   struct stat dir;
   if (!options.persist_dir.empty() && (::stat(options.persist_dir.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode))) {
     return Status::InvalidArgument("persist_dir: " + options.persist_dir + " is not a directory");
@@ -654,6 +694,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   step.salt = BlockManager::ChainHash(s.base_salt, std::span<const int32_t>(),
                                       static_cast<uint64_t>(options.weight_version));
   s.scheduler = std::make_unique<StepScheduler>(s.blocks.get(), s.backend.get(), step);
+  s.scheduler->set_version(options.weight_version);
   s.sampler = std::make_unique<Sampler>(c.vocab_size);
   s.stats.kv_blocks_total = num_blocks;
   s.loop = std::thread([&s] { s.Loop(); });
@@ -894,6 +935,8 @@ Status Engine::SwapWeights(std::unique_ptr<Model> model, int64_t version) {
     s.swapped = incoming;
     s.version = version;
     s.scheduler->set_salt(BlockManager::ChainHash(s.base_salt, std::span<const int32_t>(), static_cast<uint64_t>(version)));
+    s.scheduler->set_version(version);
+    for (auto& [id, seq] : s.live) s.PlanReprefill(seq);
     return Status::Ok();
   });
 }

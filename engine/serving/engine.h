@@ -66,6 +66,17 @@ struct EngineOptions {
   // An existing directory, used by this engine alone, where sequences paused
   // to disk are kept (sequence_file.h); empty: pausing to disk is refused.
   std::string persist_dir;
+  // Partial re-prefill, k >= 0 (-1: off, stale KV is kept): after a swap to
+  // weight version V, the KV blocks a sequence holds that contain KV written
+  // by a version older than V - k are computed again under the new weights
+  // (a chunked prefill over those positions only: from the first such block
+  // to the end of the last, usually a prefix) before it decodes further; a
+  // sequence paused to disk is checked when it is read back. The recomputed
+  // tokens route afresh (MoE) and their recorded routing is replaced, so the
+  // routing always describes the KV the sequence attends to. With k = 0 the
+  // continuation is bitwise what a fresh prefill under the new weights
+  // gives. EngineStats::reprefill_tokens counts the recomputed tokens.
+  int64_t reprefill_older_than = -1;
 };
 
 struct PauseOptions {
@@ -156,6 +167,7 @@ struct EngineStats {
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;  // totals since start
   int64_t preemptions = 0, steps = 0;
+  int64_t reprefill_tokens = 0;  // tokens recomputed by partial re-prefill (reprefill_older_than)
 };
 
 class Engine;

@@ -18,6 +18,9 @@
 //     | routing bytes u64, routing u8[bytes]  (MoE models: the compact
 //       routing of every token computed so far, routing.h; 0 bytes for
 //       dense models)
+//     | block count u64, block versions i64[count]  (the oldest weight
+//       version whose KV each of the ceil(computed / block_size) blocks
+//       holds)
 //     | KV: the rest, computed x layout.TokenBytes() bytes laid out
 //       [layer][keys, values][kv_head][token][head_dim]
 //       (PagedKvStorage::ExportTokens).
@@ -62,6 +65,7 @@ struct SequenceSnapshot {
   std::vector<int32_t> tokens;  // prompt + generated
   std::vector<uint64_t> hashes;
   std::vector<uint8_t> routing;  // [token][moe_layer][k], compact (routing.h)
+  std::vector<int64_t> block_versions;  // [ceil(computed / block_size)]
   // computed * layout.TokenBytes() bytes. Owned by the caller when writing;
   // after ReadSequenceFile it points into `storage`.
   std::span<const uint8_t> kv;

@@ -24,6 +24,7 @@ void StepScheduler::ReleaseBlocks(Sequence* seq) {
   seq->blocks.clear();
   seq->hashes.clear();
   seq->computed = 0;
+  seq->reprefill_pos = seq->reprefill_end = 0;  // nothing left to recompute in place
 }
 
 void StepScheduler::Remove(Sequence* seq) {
@@ -69,6 +70,7 @@ bool StepScheduler::EnsureBlocks(Sequence* seq, int64_t upto) {
       const int32_t copy = blocks_->Allocate();
       if (copy < 0) return false;
       backend_->CopyKvBlock(shared, copy);
+      blocks_->SetVersion(copy, blocks_->version(shared), /*keep_identity=*/true);
       blocks_->Release(shared);
       shared = copy;
     }
@@ -95,6 +97,14 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
     for (Sequence* seq : order) {
       if (budget == 0) break;
       if (!seq->running || planned(seq)) continue;
+      if (seq->reprefilling()) {
+        // Its blocks exist already; it decodes once they are rewritten.
+        if (pass == 0) continue;
+        const int64_t n = std::min(seq->reprefill_end - seq->reprefill_pos, budget);
+        plan.push_back({seq, n, seq->reprefill_pos, true});
+        budget -= n;
+        continue;
+      }
       const int64_t remaining = static_cast<int64_t>(seq->tokens.size()) - seq->computed;
       if ((remaining == 1) != (pass == 0)) continue;
       const int64_t n = std::min(remaining, budget);
@@ -114,7 +124,7 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
         fits = EnsureBlocks(seq, seq->computed + n);
       }
       if (!fits) continue;
-      plan.push_back({seq, n});
+      plan.push_back({seq, n, seq->computed});
       budget -= n;
     }
   }
@@ -148,7 +158,7 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
     }
     waiting_.erase(waiting_.begin());
     AddRunning(seq);
-    plan.push_back({seq, n});
+    plan.push_back({seq, n, seq->computed});
     budget -= n;
   }
   return plan;
@@ -158,6 +168,16 @@ void StepScheduler::Commit(const std::vector<Item>& plan) {
   const int64_t bs = blocks_->block_size();
   for (const Item& it : plan) {
     Sequence* seq = it.seq;
+    if (it.reprefill) {
+      // Blocks whose written part is now all rewritten hold this version's KV.
+      const int64_t from = it.start / bs, upto = it.start + it.num_tokens;
+      seq->reprefill_pos = upto;
+      for (int64_t b = from; b * bs < upto; ++b) {
+        if (std::min((b + 1) * bs, seq->computed) <= upto) blocks_->SetVersion(seq->blocks[b], version_, false);
+      }
+      continue;
+    }
+    for (int64_t b = it.start / bs; b * bs < it.start + it.num_tokens; ++b) blocks_->MarkWritten(seq->blocks[b], version_);
     seq->computed += it.num_tokens;
     const int64_t full = seq->cacheable ? seq->computed / bs : 0;
     while (static_cast<int64_t>(seq->hashes.size()) < full) {

@@ -300,6 +300,7 @@ TEST(EnginePersistErrorsTest, ADamagedFileFailsTheChoiceAndIsRemoved) {
          auto snap = ReadSequenceFile(f);
          ASSERT_TRUE(snap.ok());
          snap->layout.block_size = 8;
+         snap->block_versions.resize(static_cast<size_t>((snap->computed + 7) / 8));
          ASSERT_TRUE(WriteSequenceFile(f, *snap).ok());
        },
        "in blocks of 8, not the engine's"},
@@ -388,7 +389,7 @@ TEST(EnginePersistErrorsTest, TooFewFreeBlocksRecomputesInstead) {
 TEST(EnginePersistErrorsTest, BlocksRestoredAfterAWeightSwapKeepTheirOldVersionInThePrefixCache) {
   TempDir dir;
   auto engine = StartEngine(LoadShipped("default"), dir.path());
-  const GenerationRequest probe = Sampled(Prompt(9, 40), 20, 4);
+  const GenerationRequest probe = Sampled(Prompt(9, 40), 200, 4);  // long enough for the pause to land before its end
   auto stream = engine->Submit(probe);
   ASSERT_TRUE(stream.ok());
   Choice c;
