@@ -305,6 +305,13 @@ TEST(EnginePersistErrorsTest, ADamagedFileFailsTheChoiceAndIsRemoved) {
          ASSERT_TRUE(WriteSequenceFile(f, *snap).ok());
        },
        "in blocks of 8, not the engine's"},
+      {[](const std::string& f) {
+         auto snap = ReadSequenceFile(f);
+         ASSERT_TRUE(snap.ok());
+         snap->routing = {1, 2, 3};  // a dense model records none
+         ASSERT_TRUE(WriteSequenceFile(f, *snap).ok());
+       },
+       "holds 3 bytes of routing, not whole tokens of 0 bytes"},
       {[](const std::string& f) { ::unlink(f.c_str()); }, "No such file"},
   };
   for (const auto& [damage, what] : damages) {
@@ -345,11 +352,15 @@ TEST(EnginePersistErrorsTest, AnotherSequencesFileIsRefused) {
   const uint64_t a = PauseOneToDisk(*engine, &a_stream, 3);
   const uint64_t b = PauseOneToDisk(*engine, &b_stream, 4);
   const std::string fa = SequenceFilePath(dir.path(), a), fb = SequenceFilePath(dir.path(), b);
+  // How many tokens b holds depends on when its pause landed.
+  const auto b_info = engine->GetSequence(b);
+  ASSERT_TRUE(b_info.ok());
+  const int64_t b_tokens = b_info->prompt_tokens + b_info->generated_tokens;
   ASSERT_EQ(::rename(fb.c_str(), fa.c_str()), 0);  // b's file where a's belongs
   Status st = engine->Resume(a);
   EXPECT_EQ(st.code(), Code::kCorruption);
-  EXPECT_NE(st.message().find("sequence file " + fa + ": holds sequence " + std::to_string(b) +
-                              " (43 tokens), not paused sequence " + std::to_string(a)),
+  EXPECT_NE(st.message().find("sequence file " + fa + ": holds sequence " + std::to_string(b) + " (" +
+                              std::to_string(b_tokens) + " tokens), not paused sequence " + std::to_string(a)),
             std::string::npos)
       << st.ToString();
   EXPECT_EQ(engine->Resume(b).code(), Code::kNotFound);  // its file is gone

@@ -191,6 +191,8 @@ TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobs
   bad = score;
   bad["routing"][4][0][0] = "x";
   ExpectError(Post("/v1/score", bad), 400, "routing", "routing[4][0][0]");
+  bad["routing"][4][0][0] = -1;
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[4][0][0] = -1 is not an expert id");
   bad["routing"] = 5;
   ExpectError(Post("/v1/score", bad), 400, "routing", "expected an array");
 }
