@@ -437,6 +437,7 @@ void Engine::State::Fork(Request* req, Sequence* parent, const float* row) {
     child->blocks = parent->blocks;
     child->hashes = parent->hashes;
     child->routing = parent->routing;
+    child->cacheable = parent->cacheable;  // the prompt's KV is the parent's
     for (int32_t b : child->blocks) blocks->AddRef(b);
     scheduler->AddRunning(child.get());
     children.push_back(child.get());

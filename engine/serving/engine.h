@@ -245,8 +245,9 @@ class Engine {
   Result<SequenceInfo> GetSequence(uint64_t sequence_id);
 
   // Swaps in new weights at the next token boundary: running sequences
-  // continue on them without re-prefill (their KV blocks are kept), and
-  // every later token records `version`. Prefix-cache blocks written by
+  // continue on them without re-prefill (their KV blocks are kept; with
+  // EngineOptions::reprefill_older_than, only blocks old enough are
+  // recomputed first), and every later token records `version`. Prefix-cache blocks written by
   // older versions are not reused by new requests. InvalidArgument naming
   // the tensor or config field when `model` differs from the running one in
   // architecture, a tensor's name, shape or dtype; FailedPrecondition when
