@@ -392,7 +392,7 @@ int RunServe(const std::vector<std::string>& args) {
   engine::ServeOptions o;
   FlagParser flags(
       "flashroll serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key-file F] [--threads N] "
-      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR]",
+      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR] [--reprefill-older-than K]",
       "Serves the model over an OpenAI-compatible HTTP API (/v1/models, /v1/completions, "
       "/v1/chat/completions, /v1/score, /v1/sequences, /v1/weights, /health, /metrics) until SIGINT or SIGTERM. Prints \"serving NAME on URL\" "
       "once it accepts connections (--port 0 picks a free port).");
@@ -409,6 +409,9 @@ int RunServe(const std::vector<std::string>& args) {
   flags.Int("--max-connections", &o.max_connections, "concurrent connections; more are answered 429 (default 64)");
   flags.String("--checkpoint-root", &o.checkpoint_root,
                "directory beneath which POST /v1/weights loads checkpoints (default: none, the route answers 403)");
+  flags.Int("--reprefill-older-than", &o.reprefill_older_than,
+            "after a swap to weight version V, recompute the KV blocks written by versions older than V - K "
+            "before decoding on (default -1: off, stale KV is kept)");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   return engine::RunServe(o);
 }

@@ -24,6 +24,15 @@ struct ForwardBatch {
   std::vector<int32_t> tokens;      // all rows, sequence by sequence
   std::vector<BatchSequence> seqs;
   std::vector<int64_t> logit_rows;  // rows whose logits are wanted, ascending
+  // MoE routing replay (routing.h): row r uses the experts
+  // replay_ids[replay_offsets[r] ...] ([moe_layer][k]) instead of the
+  // router's top-k, or routes afresh when its offset is -1. Empty
+  // replay_offsets: every row routes afresh. The gate weights are the
+  // router's probabilities of the replayed experts, normalised as the model
+  // normalises its own choice (model.h), so replaying a row's own routing
+  // changes no bit.
+  std::vector<int64_t> replay_offsets;  // [rows] or empty
+  std::vector<int32_t> replay_ids;
 };
 
 // Buffers a forward pass reuses from step to step; one per calling thread.

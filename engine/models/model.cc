@@ -175,6 +175,11 @@ Status Model::Init() {
   }
   layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l) FR_RETURN_IF_ERROR(InitLayer(l, &layers_[l]));
+  for (const Layer& layer : layers_) routing_shape_.moe_layers += layer.moe ? 1 : 0;
+  if (routing_shape_.moe_layers > 0) {
+    routing_shape_.k = c.num_experts_per_tok;
+    routing_shape_.num_experts = c.num_experts;
+  }
   return Status::Ok();
 }
 
@@ -211,6 +216,40 @@ float* Grow(std::vector<float>* v, int64_t n) {
   return v->data();
 }
 
+// Why a batch's replayed routing cannot run, or Ok.
+Status CheckReplay(const engine::ForwardBatch& batch, const RoutingShape& shape) {
+  if (batch.replay_offsets.empty()) return Status::Ok();
+  const int64_t rows = static_cast<int64_t>(batch.tokens.size());
+  if (static_cast<int64_t>(batch.replay_offsets.size()) != rows) {
+    return Status::InvalidArgument("routing replay: " + std::to_string(batch.replay_offsets.size()) +
+                                   " row offsets for " + std::to_string(rows) + " rows");
+  }
+  const int64_t per_row = shape.TokenIds();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t at = batch.replay_offsets[r];
+    if (at < 0) continue;
+    if (shape.empty()) return Status::InvalidArgument("routing replay: the model has no MoE layers");
+    if (at + per_row > static_cast<int64_t>(batch.replay_ids.size())) {
+      return Status::InvalidArgument("routing replay: row " + std::to_string(r) + "'s ids run past the " +
+                                     std::to_string(batch.replay_ids.size()) + " given");
+    }
+    for (int64_t l = 0; l < shape.moe_layers; ++l) {
+      const int32_t* ids = &batch.replay_ids[at + l * shape.k];
+      for (int64_t j = 0; j < shape.k; ++j) {
+        const bool outside = ids[j] < 0 || ids[j] >= shape.num_experts;
+        if (!outside && std::find(ids, ids + j, ids[j]) == ids + j) continue;
+        const std::string where = "row " + std::to_string(r) + ": moe layer " + std::to_string(l) + ": expert " +
+                                  std::to_string(ids[j]);
+        if (outside) {
+          return Status::InvalidArgument(where + " out of range [0, " + std::to_string(shape.num_experts) + ")");
+        }
+        return Status::InvalidArgument(where + " repeated");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void Model::RunMlp(const Mlp& mlp, const float* h, int64_t n, float* out, ForwardScratch* s) const {
@@ -223,12 +262,13 @@ void Model::RunMlp(const Mlp& mlp, const float* h, int64_t n, float* out, Forwar
   kernels::MatMul(mlp.down, gate, n, out);
 }
 
-void Model::RunMoe(const Layer& layer, const float* h, int64_t n, float* out, ForwardScratch* s,
-                   std::vector<std::vector<int32_t>>* routing) const {
+void Model::RunMoe(const Layer& layer, int64_t moe_index, const engine::ForwardBatch& batch, const float* h,
+                   int64_t n, float* out, ForwardScratch* s, int32_t* routed) const {
   const ModelConfig& c = config();
   const int64_t hidden = c.hidden_size;
   const int64_t experts = c.num_experts;
   const int64_t k = c.num_experts_per_tok;
+  const int64_t stride = routing_shape_.TokenIds();
   float* probs = Grow(&s->moe_probs, n * experts);
   kernels::MatMul(layer.router, h, n, probs);
   s->moe_chosen.resize(static_cast<size_t>(n * k));
@@ -242,7 +282,13 @@ void Model::RunMoe(const Layer& layer, const float* h, int64_t n, float* out, Fo
     float* p = &probs[t * experts];
     kernels::Softmax(p, experts);
     int32_t* ids = &s->moe_chosen[t * k];
-    TopK(p, experts, k, ids);
+    const int64_t replay = batch.replay_offsets.empty() ? -1 : batch.replay_offsets[t];
+    if (replay >= 0) {
+      std::copy_n(&batch.replay_ids[replay + moe_index * k], k, ids);
+    } else {
+      TopK(p, experts, k, ids);
+    }
+    // The same weights whether the ids were chosen or replayed.
     float sum = 0;
     for (int64_t j = 0; j < k; ++j) sum += p[ids[j]];
     for (int64_t j = 0; j < k; ++j) {
@@ -250,7 +296,7 @@ void Model::RunMoe(const Layer& layer, const float* h, int64_t n, float* out, Fo
       s->moe_tokens[ids[j]].push_back(t);
       s->moe_weights[ids[j]].push_back(w);
     }
-    if (routing) routing->emplace_back(ids, ids + k);
+    if (routed) std::copy_n(ids, k, routed + t * stride + moe_index * k);
   }
   std::fill(out, out + n * hidden, 0.0f);
   // Each token's expert outputs are added in ascending expert id, whatever
@@ -351,7 +397,7 @@ void Model::Attention(const Layer& layer, int64_t layer_index, int64_t n, PagedK
 }
 
 Status Model::ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv, ForwardScratch* s,
-                           float* logits, Routing* routing) const {
+                           float* logits, std::vector<int32_t>* routed) const {
   const ModelConfig& c = config();
   const int64_t n = static_cast<int64_t>(batch.tokens.size());
   if (n == 0) return Status::InvalidArgument("no tokens to run");
@@ -383,6 +429,7 @@ Status Model::ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv
                                      " tokens (max_position_embeddings)");
     }
   }
+  FR_RETURN_IF_ERROR(CheckReplay(batch, routing_shape_));
   const int64_t hidden = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   FR_ASSIGN_OR_RETURN(int64_t row_bytes, kernels::RowBytes(embed_->dtype, hidden));
@@ -403,7 +450,14 @@ Status Model::ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv
       rope[t * 2 * half + half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
     }
   }
-  if (routing) routing->assign(layers_.size(), {});
+  int32_t* routed_rows = nullptr;
+  if (routed && !routing_shape_.empty()) {
+    routed->resize(static_cast<size_t>(n * routing_shape_.TokenIds()));
+    routed_rows = routed->data();
+  } else if (routed) {
+    routed->clear();
+  }
+  int64_t moe_index = 0;
   float* h = Grow(&s->h, n * hidden);
   Grow(&s->attn, n * c.num_heads * c.head_dim);
   float* y = Grow(&s->y, n * hidden);
@@ -415,7 +469,7 @@ Status Model::ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv
     kernels::Add(x, y, n * hidden, x);
     for (int64_t t = 0; t < n; ++t) kernels::RmsNorm(x + t * hidden, layer.ffn_norm.data(), hidden, eps, h + t * hidden);
     if (layer.moe) {
-      RunMoe(layer, h, n, y, s, routing ? &(*routing)[l] : nullptr);
+      RunMoe(layer, moe_index++, batch, h, n, y, s, routed_rows);
     } else {
       RunMlp(layer.mlp, h, n, y, s);
     }
@@ -441,8 +495,23 @@ Status Model::Forward(const std::vector<int32_t>& tokens, KvCache* cache, bool a
   for (int64_t t = all_logits ? 0 : n - 1; t < n; ++t) batch.logit_rows.push_back(t);
   logits->resize(batch.logit_rows.size() * static_cast<size_t>(config().vocab_size));
   ForwardScratch scratch;
-  FR_RETURN_IF_ERROR(ForwardBatch(batch, cache->storage(), &scratch, logits->data(), routing));
+  std::vector<int32_t> routed;
+  FR_RETURN_IF_ERROR(ForwardBatch(batch, cache->storage(), &scratch, logits->data(), routing ? &routed : nullptr));
   cache->Advance(n);
+  if (routing) {
+    // [row][moe_layer][k] to [layer][token][k], dense layers empty.
+    routing->assign(layers_.size(), {});
+    const int64_t k = routing_shape_.k;
+    int64_t moe_index = 0;
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      if (!layers_[l].moe) continue;
+      for (int64_t t = 0; t < n; ++t) {
+        const int32_t* ids = &routed[t * routing_shape_.TokenIds() + moe_index * k];
+        (*routing)[l].emplace_back(ids, ids + k);
+      }
+      ++moe_index;
+    }
+  }
   return Status::Ok();
 }
 

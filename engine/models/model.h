@@ -12,7 +12,12 @@
 // top-k experts are those with the highest probability, ties broken by the
 // lower expert id; their weights are the probabilities, divided by their sum
 // when norm_topk_prob. Forward() can record the chosen expert ids per layer
-// and token in that (descending) order.
+// and token in that (descending) order. A ForwardBatch may replay recorded
+// ids for some rows instead (routing replay, R3, as Megatron's and slime's):
+// those experts are used, weighted by their router probabilities under the
+// same norm_topk_prob rule (softmax over all experts, then divided by the
+// replayed experts' sum when norm_topk_prob): the recorded choice, weighted
+// by the current router.
 //
 // Every forward pass is a ForwardBatch (forward_batch.h): many sequences'
 // tokens flattened into rows over a paged KV storage. Row results are
@@ -38,6 +43,7 @@
 #include "engine/models/forward_batch.h"
 #include "engine/models/kv_cache.h"
 #include "engine/models/paged_kv_storage.h"
+#include "engine/models/routing.h"
 
 namespace flashroll::engine {
 
@@ -81,11 +87,17 @@ class Model {
 
   // Runs one batch over `kv` (whose layout must be KvLayoutFor(...) of this
   // model), writing every row's keys and values into its sequence's blocks,
-  // and the logits of batch.logit_rows to logits[i][vocab]. With routing,
-  // receives [layer][row][k] expert ids. Token ids and positions are checked
-  // as in Forward (errors name the row).
+  // and the logits of batch.logit_rows to logits[i][vocab]. With routed (MoE
+  // models), receives the experts every row used, [row][moe_layer][k]
+  // (routing_shape()), replayed or chosen. Token ids and positions are
+  // checked as in Forward (errors name the row); so are replayed ids:
+  // InvalidArgument "row R: moe layer L: expert E out of range [0, N)" or
+  // "... expert E repeated", and replay arrays that do not fit the batch.
   Status ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv, ForwardScratch* scratch,
-                      float* logits, Routing* routing = nullptr) const;
+                      float* logits, std::vector<int32_t>* routed = nullptr) const;
+
+  // The shape of this model's per-token routing; empty for a dense model.
+  RoutingShape routing_shape() const { return routing_shape_; }
 
   // Number of weight elements (the tied embedding counted once).
   int64_t ParameterCount() const;
@@ -111,8 +123,11 @@ class Model {
   void Attention(const Layer& layer, int64_t layer_index, int64_t n, PagedKvStorage* kv,
                  ForwardScratch* s) const;
   void RunMlp(const Mlp& mlp, const float* h, int64_t n, float* out, ForwardScratch* s) const;
-  void RunMoe(const Layer& layer, const float* h, int64_t n, float* out, ForwardScratch* s,
-              std::vector<std::vector<int32_t>>* routing) const;
+  // Routes rows afresh or as batch replays them (moe_index: the layer's
+  // rank among MoE layers); writes each row's experts to
+  // routed[row * TokenIds() + moe_index * k ...] when routed is not null.
+  void RunMoe(const Layer& layer, int64_t moe_index, const engine::ForwardBatch& batch, const float* h, int64_t n,
+              float* out, ForwardScratch* s, int32_t* routed) const;
 
   std::unique_ptr<ModelFiles> files_;
   const Architecture* arch_ = nullptr;
@@ -122,6 +137,7 @@ class Model {
   std::vector<float> final_norm_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   std::vector<Layer> layers_;
+  RoutingShape routing_shape_;
 };
 
 }  // namespace flashroll::engine

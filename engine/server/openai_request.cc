@@ -192,6 +192,10 @@ std::optional<ApiError> ReadGenerationParams(const Json& body, bool chat, Genera
 
   if (auto e = ReadBool(body, "return_token_ids", &p->return_token_ids)) return e;
   if (auto e = ReadBool(body, "ignore_eos", &p->ignore_eos)) return e;
+  if (auto e = ReadBool(body, "return_routing", &p->return_routing)) return e;
+  if (p->return_routing && p->stream) {
+    return InvalidRequest("return_routing", "not with \"stream\": true (the routing comes with the whole reply)");
+  }
 
   int64_t version = 0;
   if (auto e = ReadInt(body, "min_version", 0, INT64_MAX, &version, &present)) return e;
@@ -463,6 +467,33 @@ std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out) {
   if (auto e = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return e;
   out->top_logprobs = static_cast<int32_t>(top);
   if (auto e = ReadBool(body, "full_vocab", &out->full_vocab)) return e;
+  if (const Json* routing = Find(body, "routing"); routing != nullptr && !routing->is_null()) {
+    auto not_array = [](const std::string& path, const Json& j) {
+      return InvalidRequest("routing", path + ": expected an array, got " + j.type_name());
+    };
+    if (!routing->is_array()) return not_array("routing", *routing);
+    out->routing.resize(routing->size());
+    for (size_t t = 0; t < routing->size(); ++t) {
+      const Json& layers = (*routing)[t];
+      const std::string tp = "routing[" + std::to_string(t) + "]";
+      if (!layers.is_array()) return not_array(tp, layers);
+      out->routing[t].resize(layers.size());
+      for (size_t l = 0; l < layers.size(); ++l) {
+        const Json& ids = layers[l];
+        const std::string lp = tp + "[" + std::to_string(l) + "]";
+        if (!ids.is_array()) return not_array(lp, ids);
+        for (size_t j = 0; j < ids.size(); ++j) {
+          Result<int64_t> v = JsonView(ids[j], lp + "[" + std::to_string(j) + "]").AsInt();
+          if (!v.ok()) return FieldError("routing", v.status());
+          if (*v < 0 || *v > INT32_MAX) {
+            return InvalidRequest("routing", lp + "[" + std::to_string(j) + "] = " + std::to_string(*v) +
+                                                 " is not an expert id");
+          }
+          out->routing[t][l].push_back(static_cast<int32_t>(*v));
+        }
+      }
+    }
+  }
   std::string format = "json";
   if (auto e = ReadString(body, "format", &format)) return e;
   if (format == "json") {

@@ -62,6 +62,9 @@ struct GenerationParams {
   int32_t top_logprobs = 0;      // alternatives per token, 0-20
   bool return_token_ids = false;  // vLLM's extension: token_ids per choice, prompt_token_ids
   bool ignore_eos = false;        // vLLM's extension
+  // Flashroll's, MoE models, not with stream: each choice's "routing", the
+  // experts of every token the model computed (openai_server.h).
+  bool return_routing = false;
   // Flashroll's: submit only once the engine serves weight version
   // min_version or later, waiting at most min_version_timeout (forever when
   // absent, or until the server stops). "pin_version": true is refused.
@@ -95,6 +98,11 @@ struct ScoreRequest {
   int32_t top_logprobs = 0;               // 0-20 alternatives per token (json only)
   bool full_vocab = false;                // the whole log-softmax per token (f32 only)
   ScoreFormat format = ScoreFormat::kJson;
+  // MoE models: the experts to score with, [token][moe_layer][k], for
+  // prompt_token_ids then token_ids (all, or all but the last); empty: the
+  // router picks. Read here as arrays of arrays of non-negative ints; their
+  // lengths are checked by the server, which knows the model.
+  std::vector<std::vector<std::vector<int32_t>>> routing;
 };
 
 // POST /v1/weights: load the checkpoint directory `path` (relative to the

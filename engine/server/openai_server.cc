@@ -106,6 +106,7 @@ struct ChoiceState {
   size_t text_offset = 0;    // completions logprobs: where the next unsent token starts
   bool echoed = false;       // completions with echo: the prompt's text was streamed
   uint64_t sequence_id = 0;  // the engine's sequence of this choice, once it exists
+  std::vector<std::vector<int32_t>> routing;  // return_routing: [token][moe_layer * k]
   Clock::time_point last_token;
 };
 
@@ -118,6 +119,20 @@ StreamResponse BodyReply(int status, std::string content_type, std::string body)
     return Status::Ok();
   };
   return reply;
+}
+
+// [token][moe_layer * k] ids as [[[ids of a layer] per layer] per token].
+Json RoutingJson(const std::vector<std::vector<int32_t>>& routing, int64_t k) {
+  Json tokens = Json::array();
+  for (const std::vector<int32_t>& ids : routing) {
+    Json layers = Json::array();
+    for (size_t at = 0; k > 0 && at < ids.size(); at += static_cast<size_t>(k)) {
+      layers.push_back(Json(std::vector<int32_t>(ids.begin() + static_cast<long>(at),
+                                                 ids.begin() + static_cast<long>(at) + k)));
+    }
+    tokens.push_back(std::move(layers));
+  }
+  return tokens;
 }
 
 // A sequence id as clients see it: a string of decimal digits.
@@ -368,6 +383,8 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
   request.stop_tokens = std::move(stop_tokens);
   request.stop_strings = job.params.stop;
   request.ignore_eos = job.params.ignore_eos;
+  request.return_routing = job.params.return_routing;
+  request.return_prompt_routing = job.params.return_routing;
   Result<std::shared_ptr<RequestStream>> submitted = engine->Submit(std::move(request));
   if (!submitted.ok()) return Fail(job.endpoint, job.arrived, ApiErrorFromStatus(submitted.status()));
   std::shared_ptr<RequestStream> stream = std::move(submitted).value();
@@ -443,6 +460,8 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
         s.last_token = now;
         s.tokens.push_back(event->token.token);
         s.samples.push_back(std::move(event->token));
+        for (auto& r : event->prompt_routing) s.routing.push_back(std::move(r));
+        if (!event->routing.empty()) s.routing.push_back(std::move(event->routing));
         s.text.Push(s.tokens.back());
       }
       if (event->finish != FinishReason::kNone) {
@@ -563,6 +582,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
         }
         choice["finish_reason"] = finish;
         if (p.return_token_ids) choice["token_ids"] = TokenIdsJson(s.tokens);
+        if (p.return_routing) choice["routing"] = RoutingJson(s.routing, engine->model().routing_shape().k);
         list.push_back(std::move(choice));
       }
       Json j = {{"id", job.id}, {"object", object}, {"created", job.created}, {"model", options.model_name},
@@ -612,6 +632,38 @@ Result<StreamResponse> OpenAiServer::Impl::Score(const HttpRequest& http_request
   }
 
   GenerationRequest generation;
+  if (!request.routing.empty()) {
+    const RoutingShape shape = engine->model().routing_shape();
+    const int64_t given = static_cast<int64_t>(request.routing.size());
+    const int64_t all = prompt_tokens + scored_tokens;
+    if (shape.empty()) return Fail(endpoint, arrived, InvalidRequest("routing", "model " + options.model_name + " has no MoE layers"));
+    if (given != all && given != all - 1) {
+      return Fail(endpoint, arrived,
+                  InvalidRequest("routing", std::to_string(given) + " tokens of routing for " + std::to_string(all) +
+                                                " tokens (" + std::to_string(prompt_tokens) + " in prompt_token_ids, " +
+                                                std::to_string(scored_tokens) + " in token_ids); send " +
+                                                std::to_string(all) + ", or " + std::to_string(all - 1) +
+                                                " as return_routing gives them"));
+    }
+    for (int64_t t = 0; t < given; ++t) {
+      const auto& layers = request.routing[t];
+      const std::string tp = "routing[" + std::to_string(t) + "]";
+      if (static_cast<int64_t>(layers.size()) != shape.moe_layers) {
+        return Fail(endpoint, arrived, InvalidRequest("routing", tp + ": " + std::to_string(layers.size()) +
+                                                                     " layers, the model has " +
+                                                                     std::to_string(shape.moe_layers) + " MoE layers"));
+      }
+      for (int64_t l = 0; l < shape.moe_layers; ++l) {
+        if (static_cast<int64_t>(layers[l].size()) != shape.k) {
+          return Fail(endpoint, arrived,
+                      InvalidRequest("routing", tp + "[" + std::to_string(l) + "]: " + std::to_string(layers[l].size()) +
+                                                    " expert ids, the model routes each token to " +
+                                                    std::to_string(shape.k)));
+        }
+        generation.score_routing.insert(generation.score_routing.end(), layers[l].begin(), layers[l].end());
+      }
+    }
+  }
   generation.prompt = request.prompt_token_ids;
   generation.score_tokens = request.token_ids;
   generation.score_full_vocab = request.full_vocab;
@@ -619,7 +671,11 @@ Result<StreamResponse> OpenAiServer::Impl::Score(const HttpRequest& http_request
   generation.sampling.top_logprobs = request.top_logprobs;
   generation.max_tokens = 0;
   Result<std::shared_ptr<RequestStream>> submitted = engine->Submit(std::move(generation));
-  if (!submitted.ok()) return Fail(endpoint, arrived, ApiErrorFromStatus(submitted.status()));
+  if (!submitted.ok()) {
+    ApiError e = ApiErrorFromStatus(submitted.status());
+    if (e.param.rfind("routing[", 0) == 0) e.param = "routing";  // the message keeps the position
+    return Fail(endpoint, arrived, e);
+  }
   std::shared_ptr<RequestStream> stream = std::move(submitted).value();
 
   const bool binary = request.format == ScoreFormat::kF32;

@@ -55,7 +55,16 @@
 // "data: [DONE]"; also "min_version" (wait before submitting until the
 // engine serves that weight version or a later one; at most
 // "min_version_timeout_ms", then 504; 503 when the server stops first) and
-// "pin_version": true, refused with 400 (one resident weight version). Each choice (and each streamed chunk of it, once the
+// "pin_version": true, refused with 400 (one resident weight version);
+// and, on MoE models, "return_routing": true (not with stream; 400 naming
+// return_routing on a dense model): each choice gets "routing", the experts
+// of every token the model computed for it — the prompt's tokens, then each
+// generated token but the last (which was sampled, never fed back) —
+// indexed [token][moe_layer][k]: routing[t][l] lists the k expert ids token
+// t was sent to in the l-th MoE layer (layers whose MLP is dense are left
+// out), in the router's order (descending probability). That is
+// len(prompt) + len(tokens) - 1 entries, exactly what /v1/score's "routing"
+// takes back for the same prompt_token_ids and token_ids. Each choice (and each streamed chunk of it, once the
 // engine has made its sequence: not the chat role chunk sent first) carries
 // "sequence_id", the engine's id as a string of decimal digits, for the
 // /v1/sequences routes (to pause a sequence, stream it: a whole reply comes
@@ -63,7 +72,17 @@
 // digits that read back as the same float (FloatJson). /v1/score takes
 // {"model", "prompt_token_ids", "token_ids", "temperature" (default 1; 0
 // scores as 1, as greedy generation records), "top_logprobs" (0-20),
-// "full_vocab", "format": "json" | "f32"}. Request bodies are read in
+// "full_vocab", "format": "json" | "f32", and on MoE models "routing":
+// [token][moe_layer][k] expert ids for prompt_token_ids then token_ids (all
+// of them, or all but the last, as return_routing gives them)}: each token
+// is then run through exactly those experts (routing replay, R3; the gate
+// weights are the router's probabilities of those experts, renormalised as
+// the model's norm_topk_prob says), so scoring a sample with its returned
+// routing gives bitwise the logprobs generation recorded. A routing of
+// another length, or a token or layer of another size, is a 400 naming
+// "routing" with the position ("routing[3]: 5 layers, the model has 6 MoE
+// layers"); so is an expert out of range or repeated ("routing[3][1]: expert
+// 9 out of range [0, 8)"), and any routing on a dense model. Request bodies are read in
 // openai_request.h; every error is an OpenAI-style JSON body (ApiError) with
 // a 4xx/5xx status, never a dropped connection (except a stream cut by the
 // client, or a body cut because the engine failed after the status line).

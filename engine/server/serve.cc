@@ -43,6 +43,10 @@ Status CheckFlags(const ServeOptions& o) {
   if (o.max_connections < 1) {
     return Status::InvalidArgument("--max-connections: must be at least 1, got " + std::to_string(o.max_connections));
   }
+  if (o.reprefill_older_than < -1) {
+    return Status::InvalidArgument("--reprefill-older-than: must be at least 0 (or -1, off), got " +
+                                   std::to_string(o.reprefill_older_than));
+  }
   return Status::Ok();
 }
 
@@ -54,6 +58,7 @@ int RunServe(const ServeOptions& o) {
   engine_options.threads = static_cast<int>(o.threads);
   engine_options.max_running = o.max_running;
   engine_options.max_model_len = o.max_model_len;
+  engine_options.reprefill_older_than = o.reprefill_older_than;
   Result<uint64_t> kv_memory = ParseByteSize(o.kv_memory);
   if (!kv_memory.ok()) return ReportFailure(kv_memory.status().Wrap("--kv-memory"));
   engine_options.kv_memory_bytes = static_cast<int64_t>(*kv_memory);

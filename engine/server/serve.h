@@ -32,6 +32,7 @@ struct ServeOptions {
   int64_t max_model_len = 0;      // 0: the model's
   int64_t max_connections = 64;
   std::string checkpoint_root;    // POST /v1/weights loads beneath it; empty: refused
+  int64_t reprefill_older_than = -1;  // EngineOptions::reprefill_older_than; -1: off
 };
 
 // The name a model is served under by default: the basename of its path

@@ -34,8 +34,9 @@ class Backend {
   // PagedKvStorage::ExportTokens says (pausing a sequence to disk).
   virtual void ExportKv(std::span<const int32_t> blocks, int64_t tokens, uint8_t* out) const = 0;
   virtual void ImportKv(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* in) = 0;
-  // Runs one batch; logits receives [batch.logit_rows.size()][vocab].
-  virtual Status Forward(const ForwardBatch& batch, float* logits, Routing* routing) = 0;
+  // Runs one batch; logits receives [batch.logit_rows.size()][vocab], routed
+  // (when not null) every row's experts as Model::ForwardBatch says.
+  virtual Status Forward(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed) = 0;
   // Runs later batches on `model` (same shapes; a weight swap). The KV
   // blocks are kept.
   virtual void SetModel(const Model& model) = 0;

@@ -36,6 +36,7 @@ void BlockManager::Forget(int32_t block) {
   if (it != known_.end() && it->second == block) known_.erase(it);
   b.known = false;
   b.tokens.clear();
+  b.routing.clear();
 }
 
 int32_t BlockManager::Allocate() {
@@ -51,7 +52,13 @@ int32_t BlockManager::Allocate() {
     return -1;
   }
   blocks_[block].refs = 1;
+  blocks_[block].version = kUnwritten;
   return block;
+}
+
+void BlockManager::SetVersion(int32_t block, int64_t version, bool keep_identity) {
+  blocks_[block].version = version;
+  if (!keep_identity) Forget(block);
 }
 
 void BlockManager::AddRef(int32_t block) {
@@ -73,7 +80,7 @@ void BlockManager::Release(int32_t block) {
 }
 
 std::vector<int32_t> BlockManager::MatchPrefix(std::span<const int32_t> tokens, int64_t max_blocks, uint64_t salt,
-                                               std::vector<uint64_t>* hashes) {
+                                               std::vector<uint64_t>* hashes, std::span<const uint8_t> routing) {
   std::vector<int32_t> out;
   hashes->clear();
   query_tokens_ += static_cast<int64_t>(tokens.size());
@@ -87,6 +94,12 @@ std::vector<int32_t> BlockManager::MatchPrefix(std::span<const int32_t> tokens, 
     if (it == known_.end()) break;
     const Block& b = blocks_[it->second];
     if (!std::equal(b.tokens.begin(), b.tokens.end(), chunk.begin(), chunk.end())) break;
+    // Where the caller's routing covers the block, the block's must agree.
+    const size_t from = static_cast<size_t>(i) * b.routing.size();
+    if (from < routing.size()) {
+      const size_t n = std::min(b.routing.size(), routing.size() - from);
+      if (!std::equal(b.routing.begin(), b.routing.begin() + static_cast<long>(n), routing.begin() + static_cast<long>(from))) break;
+    }
     AddRef(it->second);
     out.push_back(it->second);
     hashes->push_back(h);
@@ -96,13 +109,15 @@ std::vector<int32_t> BlockManager::MatchPrefix(std::span<const int32_t> tokens, 
   return out;
 }
 
-void BlockManager::Register(int32_t block, uint64_t hash, std::span<const int32_t> tokens) {
+void BlockManager::Register(int32_t block, uint64_t hash, std::span<const int32_t> tokens,
+                            std::span<const uint8_t> routing) {
   if (!prefix_caching_ || known_.count(hash) != 0) return;
   Block& b = blocks_[block];
   if (b.known) return;
   b.known = true;
   b.hash = hash;
   b.tokens.assign(tokens.begin(), tokens.end());
+  b.routing.assign(routing.begin(), routing.end());
   known_[hash] = block;
 }
 

@@ -13,10 +13,18 @@
 // prompt starts with. A known block nobody holds stays cached, and is evicted
 // least recently used first when a fresh block is needed. Tokens are kept
 // with each known block and compared on a hit, so a hash collision is a miss.
+// A MoE model's known blocks also keep the routing of their tokens
+// (routing.h), handed to the sequences that hit them.
+//
+// Every block records the oldest weight version that wrote KV into it
+// (kUnwritten when nothing has been written since Allocate), so that after a
+// weight swap the engine can recompute just the blocks that are too old
+// (EngineOptions::reprefill_older_than).
 //
 // Thread safety: none; the engine loop thread owns it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <list>
 #include <span>
@@ -44,18 +52,35 @@ class BlockManager {
   void Release(int32_t block);
   int32_t RefCount(int32_t block) const { return blocks_[block].refs; }
 
+  static constexpr int64_t kUnwritten = INT64_MAX;
+  // The oldest version whose KV the block holds (kUnwritten: none yet).
+  int64_t version(int32_t block) const { return blocks_[block].version; }
+  // KV written into the block by `version`, beside what it held.
+  void MarkWritten(int32_t block, int64_t version) {
+    blocks_[block].version = std::min(blocks_[block].version, version);
+  }
+  // Everything the block holds is now `version`'s (recomputed, copied or
+  // read back); its prefix-cache identity, which named older KV, is dropped
+  // unless `keep_identity`.
+  void SetVersion(int32_t block, int64_t version, bool keep_identity);
+
   // The hash of a full block of `tokens` that follows a block hashed `parent`
   // (0 for the first block).
   static uint64_t ChainHash(uint64_t parent, std::span<const int32_t> tokens, uint64_t salt);
 
   // The longest run of known blocks that the full blocks of `tokens` start
   // with, at most max_blocks; a reference is taken on each. *hashes receives
-  // their chained hashes. Counts the looked-up and hit tokens.
+  // their chained hashes. Counts the looked-up and hit tokens. `routing`, the
+  // compact routing the caller already holds for its first tokens, stops
+  // the run at the first block whose own routing disagrees with it.
   std::vector<int32_t> MatchPrefix(std::span<const int32_t> tokens, int64_t max_blocks, uint64_t salt,
-                                   std::vector<uint64_t>* hashes);
-  // Makes `block` (full, holding `tokens`) known under `hash`, unless another
-  // block already is.
-  void Register(int32_t block, uint64_t hash, std::span<const int32_t> tokens);
+                                   std::vector<uint64_t>* hashes, std::span<const uint8_t> routing = {});
+  // Makes `block` (full, holding `tokens`, routed as `routing` says) known
+  // under `hash`, unless another block already is.
+  void Register(int32_t block, uint64_t hash, std::span<const int32_t> tokens,
+                std::span<const uint8_t> routing = {});
+  // The routing a known block was registered with (empty for dense models).
+  std::span<const uint8_t> routing(int32_t block) const { return blocks_[block].routing; }
 
   int64_t query_tokens() const { return query_tokens_; }
   int64_t hit_tokens() const { return hit_tokens_; }
@@ -63,9 +88,11 @@ class BlockManager {
  private:
   struct Block {
     int32_t refs = 0;
+    int64_t version = kUnwritten;
     bool known = false;
     uint64_t hash = 0;
     std::vector<int32_t> tokens;
+    std::vector<uint8_t> routing;  // [token][moe_layer][k], compact
     std::list<int32_t>::iterator lru;  // valid while cached (known, refs == 0)
   };
   void Forget(int32_t block);

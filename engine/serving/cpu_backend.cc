@@ -29,9 +29,9 @@ class CpuBackend : public Backend {
 
   void SetModel(const Model& model) override { model_ = &model; }
 
-  Status Forward(const ForwardBatch& batch, float* logits, Routing* routing) override {
+  Status Forward(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed) override {
     if (!storage_) return Status::FailedPrecondition("the CPU backend has no KV storage yet");
-    return model_->ForwardBatch(batch, &*storage_, &scratch_, logits, routing);
+    return model_->ForwardBatch(batch, &*storage_, &scratch_, logits, routed);
   }
 
  private:

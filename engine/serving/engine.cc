@@ -66,6 +66,8 @@ std::vector<Choice> RequestStream::Collect() {
     if (e->has_token) {
       c.tokens.push_back(e->token.token);
       c.versions.push_back(e->version);
+      if (!e->routing.empty()) c.routing.push_back(std::move(e->routing));
+      if (!e->prompt_routing.empty()) c.prompt_routing = std::move(e->prompt_routing);
       c.samples.push_back(std::move(e->token));
     }
     if (e->finish != FinishReason::kNone) {
@@ -118,6 +120,8 @@ struct Engine::State {
   std::vector<float> logits;
   ForwardBatch batch;
   KvLayout kv_layout;
+  RoutingShape routing;          // empty for a dense model
+  std::vector<int32_t> routed;   // a step's experts per row, [row][moe_layer][k]
   std::atomic<int64_t> version{0};
   std::shared_ptr<Model> swapped;  // the weights swapped in last (the first are the caller's)
   uint64_t base_salt = 0;
@@ -160,6 +164,16 @@ struct Engine::State {
   Status Restore(Sequence* seq);
   // Ends a choice with kAbort and `why` in its last event.
   void Fail(Sequence* seq, const Status& why);
+  // Keeps the experts this step's rows used with their sequences: the
+  // routing of a token is recorded once, when first computed.
+  void RecordRouting(const std::vector<StepScheduler::Item>& plan, const std::vector<int64_t>& starts);
+  // Marks the blocks of `seq` written by versions older than the current
+  // one less reprefill_older_than for recomputing (EngineOptions).
+  void PlanReprefill(Sequence* seq);
+  int64_t reprefill_tokens = 0;
+  int64_t RoutedTokens(const Sequence& seq) const {
+    return routing.empty() ? 0 : static_cast<int64_t>(seq.routing.size()) / routing.TokenBytes();
+  }
 };
 
 namespace {
@@ -207,6 +221,9 @@ Status Engine::State::Persist(Sequence* seq) {
   snap.computed = seq->computed;
   snap.tokens = seq->tokens;
   snap.hashes = seq->hashes;
+  snap.routing = seq->routing;
+  const int64_t bs = kv_layout.block_size;
+  for (int64_t b = 0; b < (seq->computed + bs - 1) / bs; ++b) snap.block_versions.push_back(blocks->version(seq->blocks[b]));
   const size_t bytes = static_cast<size_t>(seq->computed * kv_layout.TokenBytes());
   std::unique_ptr<uint8_t[]> kv(new uint8_t[bytes]);  // left uninitialised: written over at once
   backend->ExportKv(seq->blocks, seq->computed, kv.get());
@@ -239,19 +256,45 @@ Status Engine::State::Restore(Sequence* seq) {
                               std::to_string(snap.tokens.size()) + " tokens), not paused sequence " +
                               std::to_string(seq->id) + " (" + std::to_string(seq->tokens.size()) + " tokens)");
   }
+  const int64_t tb = routing.TokenBytes();
+  if ((tb == 0 && !snap.routing.empty()) ||
+      (tb > 0 && (static_cast<int64_t>(snap.routing.size()) % tb != 0 ||
+                  static_cast<int64_t>(snap.routing.size()) / tb > static_cast<int64_t>(snap.tokens.size())))) {
+    return Status::Corruption(where + "holds " + std::to_string(snap.routing.size()) +
+                              " bytes of routing, not whole tokens of " + std::to_string(tb) + " bytes for at most " +
+                              std::to_string(snap.tokens.size()) + " tokens");
+  }
+  seq->routing = snap.routing;
   const int64_t bs = kv_layout.block_size;
   const int64_t need = (snap.computed + bs - 1) / bs;
   if (blocks->available() < need) return Status::Ok();  // recomputed once resumed, like a preempted sequence
   for (int64_t b = 0; b < need; ++b) seq->blocks.push_back(blocks->Allocate());
   backend->ImportKv(seq->blocks, snap.computed, snap.kv.data());
   seq->computed = snap.computed;
+  for (int64_t b = 0; b < need; ++b) blocks->SetVersion(seq->blocks[b], snap.block_versions[b], true);
   // The full blocks are known to the prefix cache again, as before the pause.
   seq->hashes = snap.hashes;
   for (size_t i = 0; i < seq->hashes.size(); ++i) {
     blocks->Register(seq->blocks[i], seq->hashes[i],
                      std::span<const int32_t>(seq->tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs)));
   }
+  PlanReprefill(seq);  // weights may have been swapped while it was on disk
   return Status::Ok();
+}
+
+void Engine::State::PlanReprefill(Sequence* seq) {
+  if (options.reprefill_older_than < 0 || seq->scoring || seq->blocks.empty()) return;
+  const int64_t keep_from = version.load() - options.reprefill_older_than;
+  const int64_t bs = kv_layout.block_size;
+  int64_t first = -1, last = -1;
+  for (int64_t b = 0; b < (seq->computed + bs - 1) / bs; ++b) {
+    if (blocks->version(seq->blocks[b]) >= keep_from) continue;
+    if (first < 0) first = b;
+    last = b;
+  }
+  if (first < 0) return;
+  seq->reprefill_pos = first * bs;
+  seq->reprefill_end = std::min(seq->computed, (last + 1) * bs);
 }
 
 void Engine::State::Fail(Sequence* seq, const Status& why) {
@@ -293,6 +336,14 @@ void Engine::State::Admit(std::unique_ptr<Request> req) {
   if (!r->params.score_tokens.empty()) {
     seq->scoring = true;
     seq->tokens.insert(seq->tokens.end(), r->params.score_tokens.begin(), r->params.score_tokens.end());
+    const std::vector<int32_t>& given = r->params.score_routing;
+    if (!given.empty()) {
+      seq->cacheable = false;  // its KV follows the given experts, not the router
+      seq->routing.reserve(given.size() * static_cast<size_t>(routing.IdBytes()));
+      for (size_t at = 0; at < given.size(); at += static_cast<size_t>(routing.TokenIds())) {
+        PackRouting(routing, &given[at], &seq->routing);
+      }
+    }
   }
   scheduler->AddWaiting(seq.get());
   r->seqs.push_back(std::move(seq));
@@ -323,8 +374,17 @@ void Engine::State::AbortRequest(uint64_t id) {
 bool Engine::State::Append(Request* req, Sequence* seq, SampledToken token) {
   const GenerationRequest& p = req->params;
   const int32_t id = token.token;
-  seq->tokens.push_back(id);
   StreamEvent e;
+  // The token was sampled from the logits of the sequence's last position.
+  const int64_t from = static_cast<int64_t>(seq->tokens.size()) - 1;
+  if (p.return_routing && from < RoutedTokens(*seq)) UnpackRouting(routing, seq->routing, from, &e.routing);
+  if (p.return_prompt_routing && from == seq->prompt_len - 1) {
+    for (int64_t t = 0; t < from && t < RoutedTokens(*seq); ++t) {
+      e.prompt_routing.emplace_back();
+      UnpackRouting(routing, seq->routing, t, &e.prompt_routing.back());
+    }
+  }
+  seq->tokens.push_back(id);
   e.choice = seq->choice;
   e.sequence_id = seq->id;
   e.version = version.load();
@@ -376,6 +436,8 @@ void Engine::State::Fork(Request* req, Sequence* parent, const float* row) {
     child->computed = parent->computed;
     child->blocks = parent->blocks;
     child->hashes = parent->hashes;
+    child->routing = parent->routing;
+    child->cacheable = parent->cacheable;  // the prompt's KV is the parent's
     for (int32_t b : child->blocks) blocks->AddRef(b);
     scheduler->AddRunning(child.get());
     children.push_back(child.get());
@@ -393,6 +455,8 @@ void Engine::State::Step() {
   batch.tokens.clear();
   batch.seqs.clear();
   batch.logit_rows.clear();
+  batch.replay_offsets.clear();
+  batch.replay_ids.clear();
   // What each logits row is for: sampling plan item `item`, or scoring the
   // token after `position` of it.
   struct LogitsUse {
@@ -400,14 +464,36 @@ void Engine::State::Step() {
     int64_t position;  // -1: sample
   };
   std::vector<LogitsUse> uses;
+  std::vector<int64_t> starts(plan.size());
+  bool replaying = false;  // some row replays recorded routing
+  int64_t reprefilled = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence* seq = plan[i].seq;
+    const int64_t start = plan[i].start;
+    starts[i] = start;
     const int64_t n = plan[i].num_tokens;
     const int64_t row0 = static_cast<int64_t>(batch.tokens.size());
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
-    batch.tokens.insert(batch.tokens.end(), seq->tokens.begin() + seq->computed,
-                        seq->tokens.begin() + seq->computed + n);
-    batch.seqs.push_back({seq->computed, n, seq->blocks.data()});
+    batch.tokens.insert(batch.tokens.end(), seq->tokens.begin() + start, seq->tokens.begin() + start + n);
+    batch.seqs.push_back({start, n, seq->blocks.data()});
+    if (plan[i].reprefill) {
+      // Recomputed under the new weights, routed afresh, no logits.
+      reprefilled += n;
+      if (replaying) batch.replay_offsets.insert(batch.replay_offsets.end(), static_cast<size_t>(n), -1);
+      continue;
+    }
+    // Tokens whose routing is already recorded (or given) replay it.
+    const int64_t replay_end = std::min(start + n, RoutedTokens(*seq));
+    if (replay_end > start && !replaying) {
+      replaying = true;
+      batch.replay_offsets.assign(static_cast<size_t>(row0), -1);
+    }
+    if (replaying) {
+      for (int64_t p = start; p < start + n; ++p) {
+        batch.replay_offsets.push_back(p < replay_end ? static_cast<int64_t>(batch.replay_ids.size()) : -1);
+        if (p < replay_end) UnpackRouting(routing, seq->routing, p, &batch.replay_ids);
+      }
+    }
     if (seq->scoring) {
       for (int64_t p = std::max(seq->computed, seq->prompt_len - 1); p < std::min(seq->computed + n, len - 1); ++p) {
         batch.logit_rows.push_back(row0 + p - seq->computed);
@@ -419,7 +505,7 @@ void Engine::State::Step() {
     }
   }
   logits.resize(batch.logit_rows.size() * static_cast<size_t>(vocab));
-  Status st = backend->Forward(batch, logits.data(), nullptr);
+  Status st = backend->Forward(batch, logits.data(), routing.empty() ? nullptr : &routed);
   int64_t prompt_tokens = 0;
   for (const auto& it : plan) prompt_tokens += it.num_tokens;
   if (!st.ok()) {
@@ -430,6 +516,7 @@ void Engine::State::Step() {
     for (uint64_t id : ids) AbortRequest(id);
     return;
   }
+  if (!routing.empty()) RecordRouting(plan, starts);
   scheduler->Commit(plan);
   int64_t generated = 0;
   std::vector<uint64_t> completed;
@@ -481,7 +568,26 @@ void Engine::State::Step() {
   std::lock_guard<std::mutex> lock(mu);
   stats.steps++;
   stats.generated_tokens += generated;
-  stats.prompt_tokens += prompt_tokens - sampled;
+  stats.prompt_tokens += prompt_tokens - sampled - reprefilled;
+  stats.reprefill_tokens += reprefilled;
+}
+
+void Engine::State::RecordRouting(const std::vector<StepScheduler::Item>& plan, const std::vector<int64_t>& starts) {
+  const int64_t per_row = routing.TokenIds();
+  int64_t row = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence* seq = plan[i].seq;
+    for (int64_t p = starts[i]; p < starts[i] + plan[i].num_tokens; ++p, ++row) {
+      // Positions below the recorded count were computed before (a
+      // recompute): their routing stays as first recorded, unless a partial
+      // re-prefill routed them afresh.
+      if (p == RoutedTokens(*seq)) {
+        PackRouting(routing, &routed[row * per_row], &seq->routing);
+      } else if (plan[i].reprefill && p < RoutedTokens(*seq)) {
+        StoreRouting(routing, p, &routed[row * per_row], &seq->routing);
+      }
+    }
+  }
 }
 
 void Engine::State::Loop() {
@@ -540,6 +646,10 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   }
   if (options.max_running < 1) return Status::InvalidArgument("max_running must be at least 1");
   if (options.max_batch_tokens < 1) return Status::InvalidArgument("max_batch_tokens must be at least 1");
+  if (options.reprefill_older_than < -1) {
+    return Status::InvalidArgument("reprefill_older_than: must be -1 (off) or at least 0, got " +
+                                   std::to_string(options.reprefill_older_than));
+  }
   struct stat dir;
   if (!options.persist_dir.empty() && (::stat(options.persist_dir.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode))) {
     return Status::InvalidArgument("persist_dir: " + options.persist_dir + " is not a directory");
@@ -571,10 +681,12 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   s.backend = NewCpuBackend(model);
   FR_RETURN_IF_ERROR(s.backend->AllocateKv(layout, num_blocks));
   s.kv_layout = layout;
+  s.routing = model.routing_shape();
   s.blocks = std::make_unique<BlockManager>(num_blocks, options.block_size, options.prefix_caching);
   StepOptions step;
   step.max_running = options.max_running;
   step.max_batch_tokens = options.max_batch_tokens;
+  step.routing_token_bytes = s.routing.TokenBytes();
   // The prefix-cache salt: blocks written by another model, KV dtype or (to
   // come) weight version never match.
   s.base_salt = BlockManager::ChainHash(static_cast<uint64_t>(options.kv_dtype == KvDType::kF32 ? 1 : 2),
@@ -583,6 +695,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   step.salt = BlockManager::ChainHash(s.base_salt, std::span<const int32_t>(),
                                       static_cast<uint64_t>(options.weight_version));
   s.scheduler = std::make_unique<StepScheduler>(s.blocks.get(), s.backend.get(), step);
+  s.scheduler->set_version(options.weight_version);
   s.sampler = std::make_unique<Sampler>(c.vocab_size);
   s.stats.kv_blocks_total = num_blocks;
   s.loop = std::thread([&s] { s.Loop(); });
@@ -620,6 +733,10 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   for (const std::string& stop : request.stop_strings) {
     if (stop.empty()) return Status::InvalidArgument("stop: a stop string is empty");
   }
+  if ((request.return_routing || request.return_prompt_routing) && s.routing.empty()) {
+    return Status::InvalidArgument(std::string(request.return_routing ? "return_routing" : "return_prompt_routing") +
+                                   ": the model has no MoE layers, so no routing");
+  }
   const int64_t scored = static_cast<int64_t>(request.score_tokens.size());
   if (scored > 0) {
     if (request.n != 1) return Status::InvalidArgument("n: scoring takes n = 1");
@@ -629,6 +746,33 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
         return Status::InvalidArgument("token_ids: token " + std::to_string(request.score_tokens[i]) +
                                        " at position " + std::to_string(i) + " is outside the vocabulary of " +
                                        std::to_string(s.vocab));
+      }
+    }
+  }
+  if (!request.score_routing.empty()) {
+    const int64_t per_token = s.routing.TokenIds();
+    if (per_token == 0) return Status::InvalidArgument("routing: the model has no MoE layers, so nothing to replay");
+    const int64_t given = static_cast<int64_t>(request.score_routing.size());
+    const int64_t all = prompt + scored;
+    if (scored == 0 || given % per_token != 0 || (given / per_token != all && given / per_token != all - 1)) {
+      return Status::InvalidArgument("routing: " + std::to_string(given) + " expert ids, not " +
+                                     std::to_string(per_token) + " (" + std::to_string(s.routing.moe_layers) +
+                                     " MoE layers x " + std::to_string(s.routing.k) + ") for each of the " +
+                                     std::to_string(all) + " prompt and scored tokens (or all but the last)");
+    }
+    for (int64_t t = 0; t < given / per_token; ++t) {
+      for (int64_t l = 0; l < s.routing.moe_layers; ++l) {
+        const int32_t* ids = &request.score_routing[t * per_token + l * s.routing.k];
+        for (int64_t j = 0; j < s.routing.k; ++j) {
+          const bool outside = ids[j] < 0 || ids[j] >= s.routing.num_experts;
+          if (!outside && std::find(ids, ids + j, ids[j]) == ids + j) continue;
+          const std::string where =
+              "routing[" + std::to_string(t) + "][" + std::to_string(l) + "]: expert " + std::to_string(ids[j]);
+          if (outside) {
+            return Status::InvalidArgument(where + " out of range [0, " + std::to_string(s.routing.num_experts) + ")");
+          }
+          return Status::InvalidArgument(where + " repeated");
+        }
       }
     }
   }
@@ -693,7 +837,10 @@ Status Engine::Pause(uint64_t sequence_id, PauseOptions options) {
     // Written before pausing: when the write fails the sequence runs on.
     if (options.to_disk) FR_RETURN_IF_ERROR(state_->Persist(it->second));
     state_->scheduler->Pause(it->second);
-    if (options.to_disk) state_->scheduler->ReleaseBlocks(it->second);
+    if (options.to_disk) {
+      state_->scheduler->ReleaseBlocks(it->second);
+      std::vector<uint8_t>().swap(it->second->routing);  // in the file until Resume
+    }
     return Status::Ok();
   });
 }
@@ -781,10 +928,16 @@ Status Engine::SwapWeights(std::unique_ptr<Model> model, int64_t version) {
     }
     // Between two steps: the next step runs every sequence on the new weights.
     s.backend->SetModel(*incoming);
+    // KV and routing written so far came from the old weights.
+    for (auto& [id, seq] : s.live) {
+      if (seq->computed > 0 || !seq->routing.empty() || !seq->persisted.empty()) seq->cacheable = false;
+    }
     s.model = incoming.get();
     s.swapped = incoming;
     s.version = version;
     s.scheduler->set_salt(BlockManager::ChainHash(s.base_salt, std::span<const int32_t>(), static_cast<uint64_t>(version)));
+    s.scheduler->set_version(version);
+    for (auto& [id, seq] : s.live) s.PlanReprefill(seq);
     return Status::Ok();
   });
 }

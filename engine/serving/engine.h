@@ -16,6 +16,16 @@
 // tokens beyond the context, or beyond the whole KV pool) is refused at
 // Submit with an error naming the limit.
 //
+// MoE routing (routing.h): every token a sequence computes keeps the experts
+// it used, recorded once, when first computed; a token computed again (after
+// preemption, a pause to disk without room to restore, or a weight swap's
+// recompute) replays its recorded experts instead of routing afresh. So a
+// sequence that spans a weight swap keeps the routing of the tokens computed
+// before it (spliced routing: old tokens as recorded, new ones routed by the
+// new weights). Sequences whose KV or routing did not all come from the
+// current weights' own router (they span a swap, or score with given
+// routing) make no new blocks known to the prefix cache.
+//
 // A finished, cancelled or abandoned (RequestStream destroyed) choice frees
 // its KV blocks and deletes its sequence file, if paused to disk, at the next
 // step boundary.
@@ -56,6 +66,17 @@ struct EngineOptions {
   // An existing directory, used by this engine alone, where sequences paused
   // to disk are kept (sequence_file.h); empty: pausing to disk is refused.
   std::string persist_dir;
+  // Partial re-prefill, k >= 0 (-1: off, stale KV is kept): after a swap to
+  // weight version V, the KV blocks a sequence holds that contain KV written
+  // by a version older than V - k are computed again under the new weights
+  // (a chunked prefill over those positions only: from the first such block
+  // to the end of the last, usually a prefix) before it decodes further; a
+  // sequence paused to disk is checked when it is read back. The recomputed
+  // tokens route afresh (MoE) and their recorded routing is replaced, so the
+  // routing always describes the KV the sequence attends to. With k = 0 the
+  // continuation is bitwise what a fresh prefill under the new weights
+  // gives. EngineStats::reprefill_tokens counts the recomputed tokens.
+  int64_t reprefill_older_than = -1;
 };
 
 struct PauseOptions {
@@ -78,6 +99,25 @@ struct GenerationRequest {
   // at this temperature. Needs n = 1 and max_tokens = 0.
   std::vector<int32_t> score_tokens;
   bool score_full_vocab = false;  // also the whole raw log-softmax per scored token
+  // Scoring on a MoE model with the experts a sample used (routing replay,
+  // R3): [token][moe_layer][k] ids, flat, for the prompt and score_tokens —
+  // every one of them, or all but the last (whose experts change no
+  // logprob; it then routes afresh), as return_prompt_routing and
+  // return_routing give them. Each token is run through exactly these
+  // experts (model.h), so scoring a sample with its recorded routing gives
+  // bitwise the logprobs generation recorded. InvalidArgument naming
+  // "routing" for another length or a dense model, and
+  // "routing[t][l]: expert E out of range [0, N)" or "... repeated".
+  std::vector<int32_t> score_routing;
+  // MoE models (routing.h); InvalidArgument "return_routing: ..." on a
+  // dense model. Each generated token's StreamEvent::routing holds the
+  // experts of the forward pass whose logits it was sampled from (the
+  // routing of the token before it), so that with return_prompt_routing
+  // (prompt_routing on each choice's first token event: the prompt's tokens
+  // but its last) the two together give the routing of every token the
+  // model computed, in order — what score_routing takes back.
+  bool return_routing = false;
+  bool return_prompt_routing = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -93,6 +133,8 @@ struct StreamEvent {
   FinishReason finish = FinishReason::kNone;  // set on the choice's last event
   std::string stop_string;                   // the stop string that matched, if any
   std::vector<float> vocab_logprobs;         // scoring with score_full_vocab: [vocab]
+  std::vector<int32_t> routing;              // return_routing: [moe_layer][k] expert ids
+  std::vector<std::vector<int32_t>> prompt_routing;  // return_prompt_routing: [token][moe_layer * k]
   int64_t version = 0;                       // the weight version that produced the token
   std::string error;                         // with kAbort, why the choice failed, when it did
 };
@@ -102,6 +144,8 @@ struct Choice {
   std::vector<int32_t> tokens;
   std::vector<SampledToken> samples;  // one per token
   std::vector<int64_t> versions;      // the weight version of each token
+  std::vector<std::vector<int32_t>> routing;         // return_routing: [token][moe_layer * k]
+  std::vector<std::vector<int32_t>> prompt_routing;  // return_prompt_routing: [prompt token][moe_layer * k]
   FinishReason finish = FinishReason::kNone;
   std::string stop_string;
   std::string error;  // StreamEvent::error of the last event
@@ -123,6 +167,7 @@ struct EngineStats {
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;  // totals since start
   int64_t preemptions = 0, steps = 0;
+  int64_t reprefill_tokens = 0;  // tokens recomputed by partial re-prefill (reprefill_older_than)
 };
 
 class Engine;
@@ -200,8 +245,9 @@ class Engine {
   Result<SequenceInfo> GetSequence(uint64_t sequence_id);
 
   // Swaps in new weights at the next token boundary: running sequences
-  // continue on them without re-prefill (their KV blocks are kept), and
-  // every later token records `version`. Prefix-cache blocks written by
+  // continue on them without re-prefill (their KV blocks are kept; with
+  // EngineOptions::reprefill_older_than, only blocks old enough are
+  // recomputed first), and every later token records `version`. Prefix-cache blocks written by
   // older versions are not reused by new requests. InvalidArgument naming
   // the tensor or config field when `model` differs from the running one in
   // architecture, a tensor's name, shape or dtype; FailedPrecondition when

@@ -127,6 +127,10 @@ Status WriteSequenceFile(const std::string& path, const SequenceSnapshot& s) {
   meta.append(reinterpret_cast<const char*>(s.tokens.data()), s.tokens.size() * sizeof(int32_t));
   Put<uint64_t>(&meta, s.hashes.size());
   meta.append(reinterpret_cast<const char*>(s.hashes.data()), s.hashes.size() * sizeof(uint64_t));
+  Put<uint64_t>(&meta, s.routing.size());
+  meta.append(reinterpret_cast<const char*>(s.routing.data()), s.routing.size());
+  Put<uint64_t>(&meta, s.block_versions.size());
+  meta.append(reinterpret_cast<const char*>(s.block_versions.data()), s.block_versions.size() * sizeof(int64_t));
 
   std::string header(kMagic, sizeof(kMagic));
   Put(&header, kSequenceFileVersion);
@@ -174,7 +178,7 @@ Result<SequenceSnapshot> ReadSequenceFile(const std::string& path) {
   std::memcpy(&payload_bytes, header + 16, 8);
   if (version != kSequenceFileVersion) {
     return Status::Corruption(where + "format version " + std::to_string(version) + ", this build reads version " +
-                              std::to_string(kSequenceFileVersion));
+                              std::to_string(kSequenceFileVersion) + " only");
   }
   if (payload_bytes != size - kSequenceFileHeaderBytes) {
     return Status::Corruption(where + "truncated or padded: the header says " + std::to_string(payload_bytes) +
@@ -194,7 +198,8 @@ Result<SequenceSnapshot> ReadSequenceFile(const std::string& path) {
   const bool complete = r.Get(&s.sequence_id) && r.Get(&s.choice) && r.Get(&scoring) && r.Get(&s.weight_version) &&
                         r.Get(&dtype) && r.Get(&s.layout.num_layers) && r.Get(&s.layout.num_kv_heads) &&
                         r.Get(&s.layout.head_dim) && r.Get(&s.layout.block_size) && r.Get(&s.prompt_len) &&
-                        r.Get(&s.computed) && r.GetArray(&s.tokens) && r.GetArray(&s.hashes);
+                        r.Get(&s.computed) && r.GetArray(&s.tokens) && r.GetArray(&s.hashes) &&
+                        r.GetArray(&s.routing) && r.GetArray(&s.block_versions);
   if (!complete) return Status::Corruption(where + "the payload ends inside its fields");
   if (dtype > 1) return Status::Corruption(where + "unknown KV dtype code " + std::to_string(dtype));
   s.layout.dtype = dtype == 0 ? KvDType::kF32 : KvDType::kBF16;
@@ -207,10 +212,12 @@ Result<SequenceSnapshot> ReadSequenceFile(const std::string& path) {
   if (!dim_ok(l.num_layers) || !dim_ok(l.num_kv_heads) || !dim_ok(l.head_dim) || !dim_ok(l.block_size) ||
       s.prompt_len < 0 ||
       s.prompt_len > len || s.computed < 0 || s.computed > len ||
-      static_cast<int64_t>(s.hashes.size()) > s.computed / l.block_size) {
+      static_cast<int64_t>(s.hashes.size()) > s.computed / l.block_size ||
+      static_cast<int64_t>(s.block_versions.size()) != (s.computed + l.block_size - 1) / l.block_size) {
     return Status::Corruption(where + "fields do not fit together: " + std::to_string(len) + " tokens, prompt_len " +
                               std::to_string(s.prompt_len) + ", computed " + std::to_string(s.computed) + ", " +
-                              std::to_string(s.hashes.size()) + " block hashes, layout " +
+                              std::to_string(s.hashes.size()) + " block hashes, " +
+                              std::to_string(s.block_versions.size()) + " block versions, layout " +
                               std::to_string(l.num_layers) + " layers x " + std::to_string(l.num_kv_heads) +
                               " heads x " + std::to_string(l.head_dim) + " x block " + std::to_string(l.block_size));
   }

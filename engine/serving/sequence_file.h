@@ -2,7 +2,7 @@
 // what the engine keeps of the sequence and the KV of every computed token,
 // so that Resume continues it bitwise as if it had never stopped.
 //
-// Format, version 1; integers little-endian (the byte order of every host
+// Format, version 2; integers little-endian (the byte order of every host
 // Flashroll builds for, checked at compile time):
 //   header, 24 bytes:
 //     magic "FRSEQKV\0" (8) | format version u32 | CRC-32C of the payload u32
@@ -15,6 +15,12 @@
 //     | token count u64, tokens i32[count]
 //     | hash count u64, hashes u64[count]  (the prefix-cache hashes of the
 //       leading full blocks, re-registered on load)
+//     | routing bytes u64, routing u8[bytes]  (MoE models: the compact
+//       routing of every token computed so far, routing.h; 0 bytes for
+//       dense models)
+//     | block count u64, block versions i64[count]  (the oldest weight
+//       version whose KV each of the ceil(computed / block_size) blocks
+//       holds)
 //     | KV: the rest, computed x layout.TokenBytes() bytes laid out
 //       [layer][keys, values][kv_head][token][head_dim]
 //       (PagedKvStorage::ExportTokens).
@@ -43,7 +49,9 @@
 
 namespace flashroll::engine {
 
-inline constexpr uint32_t kSequenceFileVersion = 1;
+// Version 1 had no routing; its files are refused (Corruption naming both
+// versions), never read as version 2.
+inline constexpr uint32_t kSequenceFileVersion = 2;
 inline constexpr int64_t kSequenceFileHeaderBytes = 24;
 
 struct SequenceSnapshot {
@@ -56,6 +64,8 @@ struct SequenceSnapshot {
   int64_t computed = 0;         // tokens whose KV is in `kv`
   std::vector<int32_t> tokens;  // prompt + generated
   std::vector<uint64_t> hashes;
+  std::vector<uint8_t> routing;  // [token][moe_layer][k], compact (routing.h)
+  std::vector<int64_t> block_versions;  // [ceil(computed / block_size)]
   // computed * layout.TokenBytes() bytes. Owned by the caller when writing;
   // after ReadSequenceFile it points into `storage`.
   std::span<const uint8_t> kv;

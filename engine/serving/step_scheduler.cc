@@ -24,6 +24,7 @@ void StepScheduler::ReleaseBlocks(Sequence* seq) {
   seq->blocks.clear();
   seq->hashes.clear();
   seq->computed = 0;
+  seq->reprefill_pos = seq->reprefill_end = 0;  // nothing left to recompute in place
 }
 
 void StepScheduler::Remove(Sequence* seq) {
@@ -69,6 +70,7 @@ bool StepScheduler::EnsureBlocks(Sequence* seq, int64_t upto) {
       const int32_t copy = blocks_->Allocate();
       if (copy < 0) return false;
       backend_->CopyKvBlock(shared, copy);
+      blocks_->SetVersion(copy, blocks_->version(shared), /*keep_identity=*/true);
       blocks_->Release(shared);
       shared = copy;
     }
@@ -95,6 +97,14 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
     for (Sequence* seq : order) {
       if (budget == 0) break;
       if (!seq->running || planned(seq)) continue;
+      if (seq->reprefilling()) {
+        // Its blocks exist already; it decodes once they are rewritten.
+        if (pass == 0) continue;
+        const int64_t n = std::min(seq->reprefill_end - seq->reprefill_pos, budget);
+        plan.push_back({seq, n, seq->reprefill_pos, true});
+        budget -= n;
+        continue;
+      }
       const int64_t remaining = static_cast<int64_t>(seq->tokens.size()) - seq->computed;
       if ((remaining == 1) != (pass == 0)) continue;
       const int64_t n = std::min(remaining, budget);
@@ -114,7 +124,7 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
         fits = EnsureBlocks(seq, seq->computed + n);
       }
       if (!fits) continue;
-      plan.push_back({seq, n});
+      plan.push_back({seq, n, seq->computed});
       budget -= n;
     }
   }
@@ -127,8 +137,17 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
       // Positions whose logits are needed are computed again: the last one,
       // or for scoring every one from the prompt's last on.
       const int64_t first_logits = seq->scoring ? seq->prompt_len - 1 : len - 1;
-      seq->blocks = blocks_->MatchPrefix(seq->tokens, first_logits / bs, options_.salt, &seq->hashes);
+      seq->blocks = blocks_->MatchPrefix(seq->tokens, first_logits / bs, options_.salt, &seq->hashes, seq->routing);
       seq->computed = static_cast<int64_t>(seq->blocks.size()) * bs;
+      // The routing of cached tokens comes with their blocks.
+      // (MatchPrefix checked them against what the sequence already holds.)
+      const size_t block_bytes = static_cast<size_t>(options_.routing_token_bytes * bs);
+      for (size_t b = 0; block_bytes > 0 && b < seq->blocks.size(); ++b) {
+        if (seq->routing.size() >= (b + 1) * block_bytes) continue;
+        std::span<const uint8_t> r = blocks_->routing(seq->blocks[b]);
+        seq->routing.insert(seq->routing.end(), r.begin() + static_cast<long>(seq->routing.size() - b * block_bytes),
+                            r.end());
+      }
     }
     int64_t n = std::min(len - seq->computed, budget);
     const int64_t room = (static_cast<int64_t>(seq->blocks.size()) + blocks_->available()) * bs - seq->computed;
@@ -139,7 +158,7 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
     }
     waiting_.erase(waiting_.begin());
     AddRunning(seq);
-    plan.push_back({seq, n});
+    plan.push_back({seq, n, seq->computed});
     budget -= n;
   }
   return plan;
@@ -149,13 +168,27 @@ void StepScheduler::Commit(const std::vector<Item>& plan) {
   const int64_t bs = blocks_->block_size();
   for (const Item& it : plan) {
     Sequence* seq = it.seq;
+    if (it.reprefill) {
+      // Blocks whose written part is now all rewritten hold this version's KV.
+      const int64_t from = it.start / bs, upto = it.start + it.num_tokens;
+      seq->reprefill_pos = upto;
+      for (int64_t b = from; b * bs < upto; ++b) {
+        if (std::min((b + 1) * bs, seq->computed) <= upto) blocks_->SetVersion(seq->blocks[b], version_, false);
+      }
+      continue;
+    }
+    for (int64_t b = it.start / bs; b * bs < it.start + it.num_tokens; ++b) blocks_->MarkWritten(seq->blocks[b], version_);
     seq->computed += it.num_tokens;
-    const int64_t full = seq->computed / bs;
+    const int64_t full = seq->cacheable ? seq->computed / bs : 0;
     while (static_cast<int64_t>(seq->hashes.size()) < full) {
       const int64_t i = static_cast<int64_t>(seq->hashes.size());
       std::span<const int32_t> chunk(seq->tokens.data() + i * bs, static_cast<size_t>(bs));
       const uint64_t h = BlockManager::ChainHash(i == 0 ? 0 : seq->hashes.back(), chunk, options_.salt);
-      blocks_->Register(seq->blocks[i], h, chunk);
+      // A MoE block is known with its routing, or not at all.
+      const size_t rb = static_cast<size_t>(bs * options_.routing_token_bytes);
+      if (seq->routing.size() < (static_cast<size_t>(i) + 1) * rb) break;
+      blocks_->Register(seq->blocks[i], h, chunk,
+                        std::span<const uint8_t>(seq->routing).subspan(static_cast<size_t>(i) * rb, rb));
       seq->hashes.push_back(h);
     }
   }

@@ -12,6 +12,12 @@
 // youngest running sequence is preempted: its blocks are released and it
 // waits to be recomputed (its full blocks likely stay cached).
 //
+// A running sequence may also have a partial re-prefill pending (after a
+// weight swap, EngineOptions::reprefill_older_than): positions
+// [reprefill_pos, reprefill_end) of its computed KV are run again, in
+// chunks, over the blocks that hold them, before it decodes further. Commit
+// records in each block the version that wrote it (BlockManager::version).
+//
 // Thread safety: none; the engine loop thread owns it.
 #pragma once
 
@@ -38,12 +44,23 @@ struct Sequence {
   void* owner = nullptr;           // the engine's request
   int32_t choice = 0;
   std::string persisted;           // its sequence file while paused to disk
+  // MoE models: the experts of every token computed so far, compact
+  // (routing.h, [token][moe_layer][k]); it may run ahead of `computed` (a
+  // preempted sequence keeps it). Empty for dense models.
+  std::vector<uint8_t> routing;
+  // Its KV and routing all came from the current weights' own router, so
+  // its full blocks may be made known to the prefix cache.
+  bool cacheable = true;
+  // A partial re-prefill in progress: computed positions to run again.
+  int64_t reprefill_pos = 0, reprefill_end = 0;
+  bool reprefilling() const { return reprefill_pos < reprefill_end; }
 };
 
 struct StepOptions {
   int64_t max_running = 64;
   int64_t max_batch_tokens = 512;
   uint64_t salt = 0;  // prefix-cache salt: model, weight version, KV dtype
+  int64_t routing_token_bytes = 0;  // RoutingShape::TokenBytes(); 0 for dense models
 };
 
 class StepScheduler {
@@ -54,6 +71,8 @@ class StepScheduler {
   struct Item {
     Sequence* seq;
     int64_t num_tokens;
+    int64_t start = 0;       // the first position it runs (seq->computed, or reprefill_pos)
+    bool reprefill = false;  // recomputes positions below seq->computed; no logits
   };
 
   void AddWaiting(Sequence* seq);
@@ -81,6 +100,8 @@ class StepScheduler {
   int64_t preemptions() const { return preemptions_; }
   // New blocks are known under this salt from now on (a weight swap).
   void set_salt(uint64_t salt) { options_.salt = salt; }
+  // The weight version that writes the KV of the next steps.
+  void set_version(int64_t version) { version_ = version; }
 
  private:
   bool EnsureBlocks(Sequence* seq, int64_t upto);
@@ -92,6 +113,7 @@ class StepScheduler {
   std::vector<Sequence*> waiting_;  // ascending arrival
   std::vector<Sequence*> running_;
   int64_t preemptions_ = 0;
+  int64_t version_ = 0;
 };
 
 }  // namespace flashroll::engine

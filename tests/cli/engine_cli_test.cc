@@ -284,6 +284,16 @@ TEST(EngineCliTest, ServeWithABadCheckpointRootExits2NamingIt) {
   EXPECT_NE(r.output.find("/nonexistent/flashroll-root"), std::string::npos) << r.output;
 }
 
+TEST(EngineCliTest, ServeWithANegativeReprefillAgeExits2NamingIt) {
+  CommandResult r = Flashroll("serve --model models/default --port 0 --reprefill-older-than -2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(OneLine(r.output)) << r.output;
+  EXPECT_NE(r.output.find("--reprefill-older-than: must be at least 0 (or -1, off), got -2"), std::string::npos)
+      << r.output;
+  r = Flashroll("serve --help");
+  EXPECT_NE(r.output.find("--reprefill-older-than"), std::string::npos) << r.output;
+}
+
 TEST(EngineCliTest, ServeWithAMissingModelExits2NamingThePath) {
   CommandResult r = Flashroll("serve --model /nonexistent/flashroll-model --port 0");
   EXPECT_EQ(r.exit_code, 2);

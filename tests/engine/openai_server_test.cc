@@ -454,6 +454,18 @@ TEST_F(OpenAiServerTest, ClientLeavingBeforeAWholeReplyFreesItsKvBlocks) {
   ExpectHangUpFreesTheSequence(server_->port(), engine_, /*stream=*/false, "\r\n\r\n");
 }
 
+TEST_F(OpenAiServerTest, RoutingOnADenseModelIs400) {
+  auto [status, reply] = Post("/v1/completions", {{"model", kModelName}, {"prompt", "hi"}, {"return_routing", true}});
+  ExpectError({status, reply}, 400, "return_routing");
+  EXPECT_NE(reply["error"]["message"].get<std::string>().find("no MoE layers"), std::string::npos) << reply.dump();
+  auto [score_status, score] = Post("/v1/score", {{"model", kModelName},
+                                                  {"prompt_token_ids", {1, 2}},
+                                                  {"token_ids", {3}},
+                                                  {"routing", {{{0, 1}}, {{0, 1}}, {{0, 1}}}}});
+  ExpectError({score_status, score}, 400, "routing");
+  EXPECT_NE(score["error"]["message"].get<std::string>().find("has no MoE layers"), std::string::npos) << score.dump();
+}
+
 TEST_F(OpenAiServerTest, BadFieldsAre400NamingTheField) {
   const Json messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
   ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", "hi"}, {"max_tokens", -5}}), 400,

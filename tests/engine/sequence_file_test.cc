@@ -43,6 +43,8 @@ class SequenceFileTest : public ::testing::Test {
     snap_.computed = 9;
     snap_.tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     snap_.hashes = {11, 12};
+    snap_.block_versions = {3, 3, 3};  // 9 computed tokens in blocks of 4
+    for (uint8_t i = 0; i < 27; ++i) snap_.routing.push_back(static_cast<uint8_t>(i * 5 % 8));  // 9 tokens x 3 ids
     kv_.resize(static_cast<size_t>(snap_.computed * snap_.layout.TokenBytes()));
     for (size_t i = 0; i < kv_.size(); ++i) kv_[i] = static_cast<uint8_t>(i * 37 + 1);
     snap_.kv = kv_;
@@ -92,9 +94,11 @@ TEST_F(SequenceFileTest, RoundTripKeepsEveryFieldAndByte) {
   EXPECT_EQ(r->computed, 9);
   EXPECT_EQ(r->tokens, snap_.tokens);
   EXPECT_EQ(r->hashes, snap_.hashes);
+  EXPECT_EQ(r->routing, snap_.routing);
+  EXPECT_EQ(r->block_versions, snap_.block_versions);
   EXPECT_EQ(std::vector<uint8_t>(r->kv.begin(), r->kv.end()), kv_);
-  // The header, the fixed fields, the two arrays and the KV: nothing else.
-  EXPECT_EQ(ReadBytes(path_).size(), 24u + 24 + 36 + 16 + 8 + 40 + 8 + 16 + kv_.size());
+  // The header, the fixed fields, the four arrays and the KV: nothing else.
+  EXPECT_EQ(ReadBytes(path_).size(), 24u + 24 + 36 + 16 + 8 + 40 + 8 + 16 + 8 + 27 + 8 + 24 + kv_.size());
 
   snap_.scoring = true;
   snap_.layout.dtype = KvDType::kF32;
@@ -128,7 +132,29 @@ TEST_F(SequenceFileTest, RefusesAnotherMagicOrFormatVersion) {
   const uint32_t version = kSequenceFileVersion + 1;
   std::memcpy(bytes.data() + 8, &version, 4);
   WriteBytes(path_, bytes);
-  EXPECT_NE(Refusal().find("format version 2, this build reads version 1"), std::string::npos);
+  EXPECT_NE(Refusal().find("format version 3, this build reads version 2 only"), std::string::npos);
+}
+
+TEST_F(SequenceFileTest, RefusesVersionOneFilesWhichHaveNoRouting) {
+  // A version 1 file (no routing section) as the previous build wrote it.
+  ASSERT_EQ(kSequenceFileVersion, 2u);
+  snap_.routing.clear();
+  snap_.block_versions.clear();
+  snap_.computed = 0;
+  snap_.hashes.clear();
+  snap_.kv = {};
+  ASSERT_TRUE(WriteSequenceFile(path_, snap_).ok());
+  std::string bytes = ReadBytes(path_);
+  const size_t routing_at = 24 + 24 + 36 + 16 + 8 + 40 + 8;
+  bytes.erase(routing_at, 16);  // the (empty) routing and block version arrays' counts
+  const uint32_t v1 = 1;
+  std::memcpy(bytes.data() + 8, &v1, 4);
+  const uint32_t crc = Crc32c(bytes.data() + 24, bytes.size() - 24);
+  const uint64_t size = bytes.size() - 24;
+  std::memcpy(bytes.data() + 12, &crc, 4);
+  std::memcpy(bytes.data() + 16, &size, 8);
+  WriteBytes(path_, bytes);
+  EXPECT_NE(Refusal().find("format version 1, this build reads version 2 only"), std::string::npos);
 }
 
 TEST_F(SequenceFileTest, RefusesAFlippedBit) {
@@ -164,6 +190,10 @@ TEST_F(SequenceFileTest, RefusesPayloadsWhoseFieldsDoNotFit) {
   ASSERT_TRUE(WriteSequenceFile(path_, snap_).ok());
   EXPECT_NE(Refusal().find("3 block hashes"), std::string::npos);
   snap_.hashes = {1, 2};
+  snap_.block_versions = {3, 3};  // 9 computed tokens take 3 blocks
+  ASSERT_TRUE(WriteSequenceFile(path_, snap_).ok());
+  EXPECT_NE(Refusal().find("2 block versions"), std::string::npos);
+  snap_.block_versions = {3, 3, 3};
 
   snap_.kv = std::span<const uint8_t>(kv_).first(kv_.size() - 1);
   ASSERT_TRUE(WriteSequenceFile(path_, snap_).ok());

@@ -1,0 +1,201 @@
+// MoE routing over HTTP: "return_routing" on /v1/completions gives each
+// choice the experts of every token the model computed; /v1/score takes
+// them back as "routing" and scores with exactly those experts.
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "common/http.h"
+#include "common/json.h"
+#include "engine/models/model.h"
+#include "engine/models/model_tokenizer.h"
+#include "engine/server/openai_server.h"
+#include "engine/serving/engine.h"
+
+namespace flashroll::engine {
+namespace {
+
+constexpr char kModelName[] = "default-moe";
+
+class OpenAiRoutingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = Model::Load("models/default-moe");
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    model_ = model->release();
+    auto tokenizer = LoadModelTokenizer(*model_);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
+    tokenizer_ = tokenizer->release();
+    EngineOptions options;
+    options.threads = 2;
+    options.kv_memory_bytes = 64ll << 20;
+    auto engine = Engine::Start(*model_, tokenizer_, options);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = engine->release();
+    OpenAiServerOptions so;
+    so.port = 0;
+    so.model_name = kModelName;
+    auto server = OpenAiServer::Start(engine_, tokenizer_, so);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete engine_;
+    delete tokenizer_;
+    delete model_;
+  }
+  static std::pair<int, Json> Post(const std::string& path, const Json& body) {
+    HttpClientOptions options;
+    options.base_url = server_->base_url();
+    Result<HttpResponse> reply = HttpClient::Create(options).value().Post(path, DumpJson(body), "application/json");
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    if (!reply.ok()) return {0, nullptr};
+    Result<Json> json = ParseJson(reply->body);
+    EXPECT_TRUE(json.ok()) << reply->body;
+    return {reply->status, json.ok() ? *json : Json(nullptr)};
+  }
+  static void ExpectError(const std::pair<int, Json>& reply, int status, const std::string& param,
+                          const std::string& message = "") {
+    EXPECT_EQ(reply.first, status) << reply.second.dump();
+    EXPECT_EQ(reply.second["error"]["param"], param) << reply.second.dump();
+    if (!message.empty()) {
+      EXPECT_NE(reply.second["error"]["message"].get<std::string>().find(message), std::string::npos)
+          << reply.second.dump();
+    }
+  }
+
+  static Model* model_;
+  static Tokenizer* tokenizer_;
+  static Engine* engine_;
+  static OpenAiServer* server_;
+};
+
+Model* OpenAiRoutingTest::model_ = nullptr;
+Tokenizer* OpenAiRoutingTest::tokenizer_ = nullptr;
+Engine* OpenAiRoutingTest::engine_ = nullptr;
+OpenAiServer* OpenAiRoutingTest::server_ = nullptr;
+
+const std::vector<int32_t> kPrompt = {5, 17, 301, 44, 9, 1200, 7, 88, 640, 23, 1999, 31};
+
+TEST_F(OpenAiRoutingTest, CompletionsReturnTheRoutingOfEveryComputedToken) {
+  auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
+                                                  {"prompt", kPrompt},
+                                                  {"max_tokens", 6},
+                                                  {"n", 2},
+                                                  {"seed", 3},
+                                                  {"ignore_eos", true},
+                                                  {"return_token_ids", true},
+                                                  {"return_routing", true}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  // The same request in process gives the same experts.
+  GenerationRequest r;
+  r.prompt = kPrompt;
+  r.max_tokens = 6;
+  r.n = 2;
+  r.sampling.seed = 3;
+  r.sampling.temperature = 1;
+  r.ignore_eos = true;
+  r.return_routing = true;
+  r.return_prompt_routing = true;
+  auto in_process = engine_->Generate(r);
+  ASSERT_TRUE(in_process.ok());
+  for (int c = 0; c < 2; ++c) {
+    const Json& choice = reply["choices"][c];
+    ASSERT_EQ(choice["token_ids"].size(), 6u);
+    // [token][layer][k]: the prompt and every generated token but the last.
+    const Json& routing = choice["routing"];
+    ASSERT_EQ(routing.size(), kPrompt.size() + 6 - 1);
+    const Choice& want = (*in_process)[c];
+    ASSERT_EQ(choice["token_ids"].get<std::vector<int32_t>>(), want.tokens);
+    std::vector<std::vector<int32_t>> all = want.prompt_routing;
+    all.insert(all.end(), want.routing.begin(), want.routing.end());
+    for (size_t t = 0; t < routing.size(); ++t) {
+      ASSERT_EQ(routing[t].size(), 6u);
+      std::vector<int32_t> flat;
+      for (const Json& layer : routing[t]) {
+        ASSERT_EQ(layer.size(), 2u);
+        for (const Json& id : layer) flat.push_back(id.get<int32_t>());
+      }
+      EXPECT_EQ(flat, all[t]) << "token " << t;
+    }
+  }
+}
+
+TEST_F(OpenAiRoutingTest, RoutingIsNotStreamed) {
+  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"stream", true},
+                                       {"return_routing", true}}),
+              400, "return_routing");
+  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"return_routing", 1}}), 400,
+              "return_routing");
+}
+
+uint32_t FloatBits(const Json& v) {
+  const float f = v.get<float>();
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobsBitwise) {
+  auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
+                                                  {"prompt", kPrompt},
+                                                  {"max_tokens", 24},
+                                                  {"seed", 11},
+                                                  {"temperature", 0.8},
+                                                  {"logprobs", 0},
+                                                  {"ignore_eos", true},
+                                                  {"return_token_ids", true},
+                                                  {"return_routing", true}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  const Json& choice = reply["choices"][0];
+  const Json& generated = choice["logprobs"]["token_logprobs"];
+  ASSERT_EQ(generated.size(), 24u);
+  Json score = {{"model", kModelName},
+                {"prompt_token_ids", kPrompt},
+                {"token_ids", choice["token_ids"]},
+                {"temperature", 0.8},
+                {"routing", choice["routing"]}};
+  auto [score_status, scored] = Post("/v1/score", score);
+  ASSERT_EQ(score_status, 200) << scored.dump();
+  ASSERT_EQ(scored["logprobs"].size(), 24u);
+  for (size_t t = 0; t < 24; ++t) EXPECT_EQ(FloatBits(scored["logprobs"][t]), FloatBits(generated[t])) << t;
+
+  // Other experts for token 14 (generated token 2): token 3's logprob on moves.
+  Json moved = score;
+  Json& ids = moved["routing"][14][0];
+  for (int e = 0; e < 8; ++e) {
+    if (e != ids[0].get<int>() && e != ids[1].get<int>()) {
+      ids[1] = e;
+      break;
+    }
+  }
+  auto [moved_status, diverted] = Post("/v1/score", moved);
+  ASSERT_EQ(moved_status, 200) << diverted.dump();
+  EXPECT_EQ(FloatBits(diverted["logprobs"][2]), FloatBits(generated[2]));
+  EXPECT_NE(FloatBits(diverted["logprobs"][3]), FloatBits(generated[3]));
+
+  Json bad = score;
+  bad["routing"].erase(bad["routing"].size() - 1);
+  bad["routing"].erase(bad["routing"].size() - 1);
+  ExpectError(Post("/v1/score", bad), 400, "routing", "33 tokens of routing for 36 tokens");
+  bad = score;
+  bad["routing"][3][1][1] = 9;
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[3][1]: expert 9 out of range [0, 8)");
+  bad = score;
+  bad["routing"][3].erase(5);
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[3]: 5 layers, the model has 6 MoE layers");
+  bad = score;
+  bad["routing"][3][2] = {1, 2, 3};
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[3][2]: 3 expert ids, the model routes each token to 2");
+  bad = score;
+  bad["routing"][4][0][0] = "x";
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[4][0][0]");
+  bad["routing"][4][0][0] = -1;
+  ExpectError(Post("/v1/score", bad), 400, "routing", "routing[4][0][0] = -1 is not an expert id");
+  bad["routing"] = 5;
+  ExpectError(Post("/v1/score", bad), 400, "routing", "expected an array");
+}
+
+}  // namespace
+}  // namespace flashroll::engine
