@@ -55,11 +55,11 @@ TEST(CliTest, QuickstartConfigIsValid) {
 
 TEST(CliTest, BrokenConfigNamesLineAndKey) {
   std::string text = ReadFile("configs/quickstart.yaml");
-  size_t at = text.find("group_size: 4");
+  const size_t at = text.find("group_size: ");
   ASSERT_NE(at, std::string::npos);
   int line = 1;
   for (size_t i = 0; i < at; ++i) line += text[i] == '\n';
-  text.replace(at, 13, "group_size: four");
+  text.replace(at, text.find('\n', at) - at, "group_size: four");
   CommandResult r = Flashroll("config check " + WriteTemp("broken.yaml", text));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("broken.yaml:" + std::to_string(line) +

@@ -19,7 +19,7 @@ TEST(JobConfigTest, QuickstartParses) {
   EXPECT_EQ(config->rollout.efforts, (std::vector<int64_t>{1, 50, 100}));
   EXPECT_TRUE(config->training.enabled);
   EXPECT_EQ(config->training.algorithm, "grpo");
-  EXPECT_EQ(config->scheduler.group_size, 4);
+  EXPECT_EQ(config->scheduler.group_size, 8);
   EXPECT_FALSE(config->tasks.families.empty());
 }
 
