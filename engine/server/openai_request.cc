@@ -8,6 +8,9 @@
 #include "common/http.h"
 
 namespace flashroll::engine {
+
+std::optional<ApiError> ReadTokenIds(const Json& body, const char* key, std::vector<int32_t>* out);
+
 namespace {
 
 constexpr int32_t kMaxN = 128;
@@ -192,6 +195,9 @@ std::optional<ApiError> ReadGenerationParams(const Json& body, bool chat, Genera
 
   if (auto e = ReadBool(body, "return_token_ids", &p->return_token_ids)) return e;
   if (auto e = ReadBool(body, "ignore_eos", &p->ignore_eos)) return e;
+  if (Find(body, "stop_token_ids") != nullptr) {
+    if (auto e = ReadTokenIds(body, "stop_token_ids", &p->stop_token_ids)) return e;
+  }
   if (auto e = ReadBool(body, "return_routing", &p->return_routing)) return e;
   if (p->return_routing && p->stream) {
     return InvalidRequest("return_routing", "not with \"stream\": true (the routing comes with the whole reply)");

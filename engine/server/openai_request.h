@@ -62,6 +62,7 @@ struct GenerationParams {
   int32_t top_logprobs = 0;      // alternatives per token, 0-20
   bool return_token_ids = false;  // vLLM's extension: token_ids per choice, prompt_token_ids
   bool ignore_eos = false;        // vLLM's extension
+  std::vector<int32_t> stop_token_ids;  // vLLM's extension: a choice ends at any of these (kept)
   // Flashroll's, MoE models, not with stream: each choice's "routing", the
   // experts of every token the model computed (openai_server.h).
   bool return_routing = false;

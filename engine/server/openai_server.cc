@@ -107,6 +107,7 @@ struct ChoiceState {
   bool echoed = false;       // completions with echo: the prompt's text was streamed
   uint64_t sequence_id = 0;  // the engine's sequence of this choice, once it exists
   std::vector<std::vector<int32_t>> routing;  // return_routing: [token][moe_layer * k]
+  std::vector<int64_t> versions;              // the weight version of each token
   Clock::time_point last_token;
 };
 
@@ -332,6 +333,15 @@ Result<StreamResponse> OpenAiServer::Impl::Completions(const HttpRequest& http_r
     tokenizer->EncodeAppend(request.prompt_text, /*parse_special=*/true, &job.prompt);
     if (request.echo) job.echo = request.prompt_text;
   }
+  for (size_t i = 0; i < job.params.stop_token_ids.size(); ++i) {
+    if (job.params.stop_token_ids[i] >= tokenizer->vocab_size()) {
+      return Fail(job.endpoint, job.arrived,
+                  InvalidRequest("stop_token_ids", "stop_token_ids[" + std::to_string(i) + "] = " +
+                                                       std::to_string(job.params.stop_token_ids[i]) +
+                                                       " is outside the vocabulary of " +
+                                                       std::to_string(tokenizer->vocab_size()) + " tokens"));
+    }
+  }
   int64_t max_tokens = 0;
   if (auto e = Budget(job, options.default_max_tokens, "prompt", &max_tokens)) {
     return Fail(job.endpoint, job.arrived, *e);
@@ -381,6 +391,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
   request.max_tokens = max_tokens;
   request.n = job.params.n;
   request.stop_tokens = std::move(stop_tokens);
+  request.stop_tokens.insert(request.stop_tokens.end(), job.params.stop_token_ids.begin(), job.params.stop_token_ids.end());
   request.stop_strings = job.params.stop;
   request.ignore_eos = job.params.ignore_eos;
   request.return_routing = job.params.return_routing;
@@ -460,6 +471,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
         s.last_token = now;
         s.tokens.push_back(event->token.token);
         s.samples.push_back(std::move(event->token));
+        s.versions.push_back(event->version);
         for (auto& r : event->prompt_routing) s.routing.push_back(std::move(r));
         if (!event->routing.empty()) s.routing.push_back(std::move(event->routing));
         s.text.Push(s.tokens.back());
@@ -581,7 +593,10 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
           }
         }
         choice["finish_reason"] = finish;
-        if (p.return_token_ids) choice["token_ids"] = TokenIdsJson(s.tokens);
+        if (p.return_token_ids) {
+          choice["token_ids"] = TokenIdsJson(s.tokens);
+          choice["token_versions"] = s.versions;
+        }
         if (p.return_routing) choice["routing"] = RoutingJson(s.routing, engine->model().routing_shape().k);
         list.push_back(std::move(choice));
       }

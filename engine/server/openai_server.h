@@ -3,7 +3,10 @@
 // Routes:
 //   GET  /v1/models             the one served model
 //   POST /v1/completions        prompt as text or token ids; "return_token_ids"
-//                               adds token_ids per choice and prompt_token_ids
+//                               adds token_ids (and, unstreamed, token_versions:
+//                               the weight version of each) per choice and
+//                               prompt_token_ids; "stop_token_ids" ends a
+//                               choice at any of those tokens (kept)
 //   POST /v1/chat/completions   messages through the model's chat template
 //                               (chat_format.h); tools in, tool_calls out
 //                               (tool_calls.h)

@@ -223,6 +223,32 @@ TEST_F(OpenAiServerTest, ModelsListsTheServedModel) {
   EXPECT_EQ((*health)["status"], "ok");
 }
 
+TEST_F(OpenAiServerTest, StopTokenIdsEndAChoiceAndTokenVersionsComeWithTheIds) {
+  const std::vector<int32_t> prompt = Encode(kChatPrompt);
+  auto [status, reply] = Post("/v1/completions", {{"model", kModelName}, {"prompt", prompt}, {"max_tokens", 12},
+                                                  {"temperature", 0}, {"ignore_eos", true}, {"return_token_ids", true}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  const std::vector<int32_t> free_run = reply["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  ASSERT_GE(free_run.size(), 3u);
+  EXPECT_EQ(reply["choices"][0]["token_versions"].get<std::vector<int64_t>>(), std::vector<int64_t>(free_run.size(), 0));
+  // Stopping at the third token's id ends the choice there, the token kept.
+  auto [stop_status, stopped] = Post("/v1/completions", {{"model", kModelName}, {"prompt", prompt}, {"max_tokens", 12},
+                                                         {"temperature", 0}, {"ignore_eos", true},
+                                                         {"return_token_ids", true}, {"stop_token_ids", {free_run[2]}}});
+  ASSERT_EQ(stop_status, 200) << stopped.dump();
+  const std::vector<int32_t> ids = stopped["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  const size_t first = static_cast<size_t>(std::find(free_run.begin(), free_run.end(), free_run[2]) - free_run.begin());
+  EXPECT_EQ(ids, std::vector<int32_t>(free_run.begin(), free_run.begin() + static_cast<long>(first) + 1));
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+  auto [bad_status, bad] = Post("/v1/completions", {{"model", kModelName}, {"prompt", prompt},
+                                                    {"stop_token_ids", {1, 999999}}});
+  EXPECT_EQ(bad_status, 400);
+  EXPECT_EQ(bad["error"]["param"], "stop_token_ids") << bad.dump();
+  EXPECT_NE(bad["error"]["message"].get<std::string>().find("stop_token_ids[1] = 999999 is outside the vocabulary"),
+            std::string::npos)
+      << bad.dump();
+}
+
 TEST_F(OpenAiServerTest, CompletionFromTokenIdsReturnsTokenIdsAndMatchesTheEngine) {
   const std::vector<int32_t> prompt = Encode(kChatPrompt);
   auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
