@@ -192,7 +192,8 @@ int RunEval(const std::vector<std::string>& args) {
   progress_options.unit = "episodes";
   Progress progress("eval", options.scaffolds.size() * options.efforts.size() * static_cast<size_t>(per_cell),
                     progress_options);
-  auto report = Evaluate(**engine, **tokenizer, **manager, options, &progress);
+  const std::unique_ptr<Policy> policy = EnginePolicy(**engine);
+  auto report = Evaluate(*policy, **tokenizer, **manager, options, &progress);
   progress.Finish();
   if (!report.ok()) return ReportFailure(report.status());
   if (json) {

@@ -65,7 +65,7 @@ std::optional<std::string> Interrupted(const EpisodeOptions& options) {
 
 }  // namespace
 
-Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& tokenizer,
+Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
                            const Scaffold& scaffold, const Task& task, Workspace& workspace,
                            const EpisodeOptions& options) {
   const int32_t im_end = tokenizer.TokenId("<|im_end|>");
@@ -96,47 +96,34 @@ Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& toke
     EpisodeTurn turn;
     turn.token_begin = static_cast<int64_t>(episode.tokens.size());
     const auto generate_start = std::chrono::steady_clock::now();
-    const int64_t budget = std::min(options.max_tokens, engine.max_model_len()) -
+    const int64_t budget = std::min(options.max_tokens, policy.max_model_len()) -
                            static_cast<int64_t>(episode.tokens.size());
     if (budget > 0) {
-      engine::GenerationRequest request;
+      PolicyRequest request;
       request.prompt = episode.tokens;
       request.max_tokens = budget;
       request.stop_tokens = stops;
-      request.ignore_eos = true;  // the stop tokens above decide
-      request.sampling.temperature = options.temperature;
+      request.temperature = options.temperature;
       // Each turn draws from its own stream of the episode's seed.
-      request.sampling.seed = options.seed * 1'000'003ull + static_cast<uint64_t>(turn_index);
-      auto stream = engine.Submit(std::move(request));
-      if (!stream.ok()) return stream.status().Wrap("episode " + task.id);
-      // Polled, so a deadline or a cancel ends the request between tokens.
+      request.seed = options.seed * 1'000'003ull + static_cast<uint64_t>(turn_index);
       std::optional<std::string> interrupted;
-      while (true) {
-        bool timed_out = false;
-        auto event = (*stream)->Next(std::chrono::milliseconds(20), &timed_out);
-        if (!event) {
-          if (!timed_out) break;
-          if ((interrupted = Interrupted(options))) break;
-          continue;
-        }
-        if (event->finish == engine::FinishReason::kAbort) {
-          return Status::Unavailable("episode " + task.id + ": the engine stopped");
-        }
-        if (event->has_token && !closed) {
-          episode.tokens.push_back(event->token.token);
-          episode.sampled.push_back(1);
-          episode.logprobs.push_back(event->token.logprob);
-          episode.versions.push_back(static_cast<int32_t>(event->version));
-          if (std::find(stops.begin(), stops.end(), event->token.token) != stops.end()) {
-            closed = true;
-          } else {
-            message.push_back(event->token.token);
-          }
-        }
-        if ((interrupted = Interrupted(options))) break;
-      }
-      if (interrupted) {
-        (*stream)->Cancel();
+      auto stopped = policy.Generate(
+          request,
+          [&](const PolicyToken& t) {
+            if (closed) return;
+            episode.tokens.push_back(t.token);
+            episode.sampled.push_back(1);
+            episode.logprobs.push_back(t.logprob);
+            episode.versions.push_back(static_cast<int32_t>(t.version));
+            if (std::find(stops.begin(), stops.end(), t.token) != stops.end()) {
+              closed = true;
+            } else {
+              message.push_back(t.token);
+            }
+          },
+          [&] { return (interrupted = Interrupted(options)).has_value(); });
+      if (!stopped.ok()) return stopped.status().Wrap("episode " + task.id + ", turn " + std::to_string(turn_index));
+      if (*stopped && interrupted) {
         turn.token_end = static_cast<int64_t>(episode.tokens.size());
         turn.generate_ms = MsSince(generate_start);
         episode.turns.push_back(std::move(turn));

@@ -1,18 +1,18 @@
-// Episode: one agent trajectory — the engine generates an assistant turn,
+// Episode: one agent trajectory — the policy generates an assistant turn,
 // the scaffold parses it, the tool runs in a workspace, its output is
 // appended as token ids, and so on until an answer, a format error or a
 // budget ends it; then the task's verifier scores it.
 //
 // Token-in/token-out: the conversation lives as one growing token sequence;
-// each assistant turn is one request to the serving engine with the whole
+// each assistant turn is one request to the policy (policy.h) with the whole
 // conversation as its prompt (the engine's prefix cache finds the earlier
 // turns' KV blocks, so only the new tokens are computed). Earlier turns are
 // never re-tokenised, so the tokens a trainer sees are exactly the tokens the
-// engine sampled, each with its raw logprob.
+// policy sampled, each with its raw logprob and weight version.
 // The conversation is ChatML: <|im_start|>ROLE\nCONTENT<|im_end|>\n.
 //
-// Thread safety: RunEpisode is reentrant; many episodes share one Engine
-// (their turns are batched together) and the Tokenizer is only read.
+// Thread safety: RunEpisode is reentrant; many episodes share one Policy
+// (an engine batches their turns together) and the Tokenizer is only read.
 #pragma once
 
 #include <atomic>
@@ -24,6 +24,7 @@
 #include "common/status.h"
 #include "engine/serving/engine.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "rollout/policy.h"
 #include "rollout/scaffold.h"
 #include "tasks/task.h"
 #include "tasks/workspace.h"
@@ -76,9 +77,10 @@ struct Episode {
 };
 
 // Runs one episode of `task` in `workspace` (prepared here with the task's
-// files). Errors only for failures of the machinery (engine, workspace); a
-// badly formatted turn ends the episode with verdict.success false.
-Result<Episode> RunEpisode(engine::Engine& engine, const engine::Tokenizer& tokenizer,
+// files) with turns from `policy`. Errors only for failures of the
+// machinery (policy, workspace), naming the task and turn; a badly
+// formatted turn ends the episode with verdict.success false.
+Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
                            const Scaffold& scaffold, const Task& task, Workspace& workspace,
                            const EpisodeOptions& options);
 

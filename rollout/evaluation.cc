@@ -75,7 +75,7 @@ std::string EvalReport::ToText() const {
   return text;
 }
 
-Result<EvalReport> Evaluate(engine::Engine& engine, const engine::Tokenizer& tokenizer,
+Result<EvalReport> Evaluate(Policy& policy, const engine::Tokenizer& tokenizer,
                             sandbox::Manager& manager, const EvalOptions& options, Progress* progress) {
   struct Cell {
     const Scaffold* scaffold;
@@ -107,7 +107,7 @@ Result<EvalReport> Evaluate(engine::Engine& engine, const engine::Tokenizer& tok
       Result<Episode> episode = Status::Internal("not run");
       {
         auto workspace = SandboxWorkspace::Create(manager, options.sandbox);
-        episode = workspace.ok() ? RunEpisode(engine, tokenizer, *cell.scaffold, task, **workspace, episode_options)
+        episode = workspace.ok() ? RunEpisode(policy, tokenizer, *cell.scaffold, task, **workspace, episode_options)
                                  : Result<Episode>(workspace.status());
       }
       std::lock_guard<std::mutex> lock(mu);

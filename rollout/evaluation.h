@@ -3,8 +3,8 @@
 // reports tool-call format validity, task success and reasoning length.
 //
 // Thread safety: Evaluate runs episodes on `threads` worker threads; the
-// Engine, Tokenizer and Manager are shared (all three allow it); the
-// engine batches the episodes' turns.
+// Policy, Tokenizer and Manager are shared (all three allow it); the
+// engine behind an EnginePolicy batches the episodes' turns.
 #pragma once
 
 #include <map>
@@ -17,6 +17,7 @@
 #include "engine/serving/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "rollout/episode.h"
+#include "rollout/policy.h"
 #include "rollout/scaffold.h"
 #include "sandbox/sandbox.h"
 #include "tasks/task.h"
@@ -58,7 +59,7 @@ struct EvalReport {
   std::string ToText() const;
 };
 
-Result<EvalReport> Evaluate(engine::Engine& engine, const engine::Tokenizer& tokenizer,
+Result<EvalReport> Evaluate(Policy& policy, const engine::Tokenizer& tokenizer,
                             sandbox::Manager& manager, const EvalOptions& options, Progress* progress);
 
 }  // namespace flashroll

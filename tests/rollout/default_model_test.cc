@@ -35,7 +35,8 @@ TEST(DefaultModelTest, ToolCallFormatIsValidInEveryScaffold) {
   options.sandbox.pids = 128;
   auto engine = engine::Engine::Start(**model, tokenizer->get(), engine::EngineOptions());
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
-  auto report = Evaluate(**engine, **tokenizer, **manager, options, nullptr);
+  const std::unique_ptr<Policy> policy = EnginePolicy(**engine);
+  auto report = Evaluate(*policy, **tokenizer, **manager, options, nullptr);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   for (const Scaffold* scaffold : Scaffolds()) {
     const EvalCounts& counts = report->by_scaffold[scaffold->name()];

@@ -39,7 +39,7 @@ class EpisodeTest : public ::testing::Test {
   Episode Run(const Task& task, EpisodeOptions options = Greedy()) {
     auto ws = LocalWorkspace::Create();
     EXPECT_TRUE(ws.ok());
-    auto episode = RunEpisode(*engine_, *tokenizer_, *Scaffolds()[0], task, **ws, options);
+    auto episode = RunEpisode(*EnginePolicy(*engine_), *tokenizer_, *Scaffolds()[0], task, **ws, options);
     EXPECT_TRUE(episode.ok()) << episode.status().ToString();
     return std::move(*episode);
   }
