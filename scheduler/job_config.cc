@@ -42,6 +42,10 @@ Schema JobConfigSchema(bool training_map) {
                              .Required("path", Schema::String())
                              .Optional("threads", Schema::Int(1, 256))
                              .Optional("kv_memory", Schema::ByteSize(1ull << 20)))
+      .Optional("policy", Schema::Map()
+                              .Required("url", Schema::String())
+                              .Required("model", Schema::String())
+                              .Optional("api_key_file", Schema::String()))
       .Required("tasks", Schema::Map()
                              .Optional("files", Schema::List(Schema::String(), 1))
                              .Optional("families", Schema::List(Schema::String(), 1))
@@ -129,6 +133,11 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   c.model.threads = ReadInt(model, "threads", c.model.threads);
   c.model.kv_memory_bytes = ReadByteSize(model, "kv_memory", c.model.kv_memory_bytes);
 
+  if (const YAML::Node p = root["policy"]; p.IsDefined() && p.IsMap()) {
+    c.policy.url = ReadString(p, "url", "");
+    c.policy.model = ReadString(p, "model", "");
+    c.policy.api_key_file = ReadString(p, "api_key_file", "");
+  }
   const YAML::Node tasks = root["tasks"];
   if (tasks["families"].IsDefined()) c.tasks.families = ReadStringList(tasks, "families");
   if (tasks["files"].IsDefined()) c.tasks.files = ReadStringList(tasks, "files");
@@ -252,6 +261,11 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   if (c.training.enabled && c.trainer_api.token_file.empty()) {
     return file.ErrorAt(Where(root, "trainer_api", "token_file"), "trainer_api.token_file",
                         "required when training is enabled (the trainer API needs a bearer token)");
+  }
+  if (!c.policy.url.empty() && c.training.enabled) {
+    return file.ErrorAt(Where(root, "policy", "url"), "policy.url",
+                        "training with an external policy is not built (the job cannot swap that server's weights); "
+                        "use training: none, or the embedded engine");
   }
   if (c.training.enabled && c.training.algorithm == "distill") {
     const std::pair<const char*, const std::string*> required[] = {{"teacher_url", &c.training.teacher_url},

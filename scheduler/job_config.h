@@ -29,6 +29,15 @@ struct JobConfig {
     uint64_t kv_memory_bytes = 512ull << 20;
   } model;
 
+  // Where turns come from: the embedded engine over model.path (url empty),
+  // or an OpenAI-compatible server (rollout/policy.h); model.path still
+  // gives the tokenizer.
+  struct Policy {
+    std::string url;
+    std::string model;         // the server's model name; required with url
+    std::string api_key_file;  // optional bearer token for the server
+  } policy;
+
   struct Tasks {
     std::vector<std::string> files;     // task files (tasks/task_file.h), all their tasks
     std::vector<std::string> families;  // and/or `count` generated tasks of these families

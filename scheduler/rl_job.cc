@@ -208,6 +208,10 @@ class Job {
   Status FinishTraining();
   // The fixed evaluation set on the engine's current weights (training.eval_tasks).
   Result<Json> EvaluateNow(const char* when);
+  // The embedded engine's weight version and counters; 0 and zeros with an
+  // external policy (its server keeps its own).
+  int64_t WeightVersion() const { return engine_ ? engine_->weight_version() : 0; }
+  engine::EngineStats EngineStats() const { return engine_ ? engine_->Stats() : engine::EngineStats{}; }
   // The HTML report (python -m flashroll.report) from the trainer's log and
   // the evaluation; a failure is a warning, the job's results stand.
   void WriteReport();
@@ -224,7 +228,8 @@ class Job {
   std::vector<JobTask> tasks_;
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<engine::Tokenizer> tokenizer_;
-  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<engine::Engine> engine_;  // null with an external policy
+  std::unique_ptr<Policy> policy_;
   std::unique_ptr<sandbox::Manager> manager_;
   const Scaffold* scaffold_ = nullptr;
   sandbox::SandboxSpec spec_;
@@ -324,7 +329,23 @@ Status Job::Open() {
   engine_options.threads = static_cast<int>(config_.model.threads);
   engine_options.max_running = config_.scheduler.max_in_flight;
   engine_options.kv_memory_bytes = static_cast<int64_t>(config_.model.kv_memory_bytes);
-  FR_ASSIGN_OR_RETURN(engine_, engine::Engine::Start(*model_, tokenizer_.get(), engine_options));
+  if (config_.policy.url.empty()) {
+    FR_ASSIGN_OR_RETURN(engine_, engine::Engine::Start(*model_, tokenizer_.get(), engine_options));
+    policy_ = EnginePolicy(*engine_);
+  } else {
+    OpenAiPolicyOptions remote;
+    remote.url = config_.policy.url;
+    remote.model = config_.policy.model;
+    remote.max_model_len = model_->MaxPositions();
+    if (!config_.policy.api_key_file.empty()) {
+      auto key = LoadTokenFile(config_.policy.api_key_file);
+      if (!key.ok()) return key.status().Wrap("policy.api_key_file");
+      remote.api_key = *key;
+    }
+    auto policy = OpenAiPolicy(remote);
+    if (!policy.ok()) return policy.status().Wrap("policy.url");
+    policy_ = std::move(*policy);
+  }
   if (config_.training.enabled) {
     std::error_code ec;
     std::filesystem::create_directories(config_.training.checkpoint_dir, ec);
@@ -423,7 +444,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
     auto workspace = SandboxWorkspace::Create(*manager_, spec_);
     if (workspace.ok()) {
       sandbox_id = (*workspace)->id();
-      episode = RunEpisode(*engine_, *tokenizer_, *scaffold_, task, **workspace, episode_options);
+      episode = RunEpisode(*policy_, *tokenizer_, *scaffold_, task, **workspace, episode_options);
     } else {
       episode = workspace.status();
     }
@@ -476,7 +497,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
       outcome.status = store::SampleStatus::kCompleted;
       if (!e.verdict.success) outcome.error.clear();
     }
-    turns = TrajectoryTurns(*sample_id, e, *tokenizer_, engine_->weight_version(), config_.scheduler.max_staleness);
+    turns = TrajectoryTurns(*sample_id, e, *tokenizer_, WeightVersion(), config_.scheduler.max_staleness);
   }
   if (!sandbox_id.empty()) {
     store::SandboxEvent event;
@@ -548,8 +569,8 @@ std::string Job::StatusLine(double seconds) {
   for (const auto& [effort, e] : summary_.by_effort) {
     line += " b=" + std::to_string(effort) + ":" + Fixed(e.samples ? e.reward_sum / static_cast<double>(e.samples) : 0.0, 2);
   }
-  const engine::EngineStats stats = engine_->Stats();
-  line += "  version " + std::to_string(engine_->weight_version()) + "  in flight " +
+  const engine::EngineStats stats = EngineStats();
+  line += "  version " + std::to_string(WeightVersion()) + "  in flight " +
           std::to_string(scheduler_->in_flight()) + "  engine " +
           Fixed(seconds > 0 ? static_cast<double>(stats.generated_tokens) / seconds : 0.0, 0) + " tok/s  busy " +
           Fixed(polls_ ? 100.0 * static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0, 0) + "%";
@@ -570,7 +591,7 @@ void Job::Monitor() {
         if (options_.stop && options_.stop->load()) cancel_episodes_ = true;
         return;
       }
-      const engine::EngineStats stats = engine_->Stats();
+      const engine::EngineStats stats = EngineStats();
       ++polls_;
       if (stats.running + stats.waiting > 0) {
         ++busy_polls_;
@@ -619,7 +640,7 @@ Result<Json> Job::EvaluateNow(const char* when) {
                        std::to_string(eval.episodes_per_cell * static_cast<int>(eval.efforts.size())) +
                        " episodes on weight version " + std::to_string(engine_->weight_version()));
   }
-  FR_ASSIGN_OR_RETURN(EvalReport report, Evaluate(*engine_, *tokenizer_, *manager_, eval, nullptr));
+  FR_ASSIGN_OR_RETURN(EvalReport report, Evaluate(*policy_, *tokenizer_, *manager_, eval, nullptr));
   Json out = report.ToJson();
   out["weight_version"] = engine_->weight_version();
   return out;
@@ -760,7 +781,7 @@ Result<RlJobSummary> Job::Run() {
   summary_.busy_fraction = polls_ ? static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0;
   summary_.mean_batch = busy_polls_ ? static_cast<double>(running_sum_) / static_cast<double>(busy_polls_) : 0.0;
   summary_.engine_tokens_per_second =
-      summary_.wall_seconds > 0 ? static_cast<double>(engine_->Stats().generated_tokens) / summary_.wall_seconds : 0.0;
+      summary_.wall_seconds > 0 ? static_cast<double>(EngineStats().generated_tokens) / summary_.wall_seconds : 0.0;
   if (trainer_) {
     summary_.weight_version = engine_->weight_version();
     summary_.trainer_restarts = trainer_->restarts_used();

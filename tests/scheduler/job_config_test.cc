@@ -203,6 +203,22 @@ TEST(JobConfigTest, TaskFilesAloneOrBesideFamilies) {
       << eval.status().message();
 }
 
+TEST(JobConfigTest, AnExternalPolicyNeedsAModelAndNoTraining) {
+  auto ok = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\npolicy: {url: 'http://127.0.0.1:9', model: m}\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->policy.url, "http://127.0.0.1:9");
+  EXPECT_EQ(ok->policy.model, "m");
+  auto no_model = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\npolicy: {url: 'http://127.0.0.1:9'}\n");
+  ASSERT_FALSE(no_model.ok());
+  EXPECT_NE(no_model.status().message().find("policy.model: missing required key"), std::string::npos)
+      << no_model.status().message();
+  auto training = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\npolicy: {url: 'http://127.0.0.1:9', model: m}\n"
+                        "training: {steps: 1}\ntrainer_api: {token_file: t}\n");
+  ASSERT_FALSE(training.ok());
+  EXPECT_EQ(training.status().message().rfind("j.yaml:5: policy.url: training with an external policy is not built", 0), 0u)
+      << training.status().message();
+}
+
 TEST(JobConfigTest, RateLimitsNameAFamilyOfTheJobAndAPositiveRate) {
   auto ok = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nscheduler:\n  rate_limits: {arithmetic: 2.5}\n");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();

@@ -22,6 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/store.h"
+#include "engine/models/model.h"
+#include "engine/models/model_tokenizer.h"
+#include "engine/server/openai_server.h"
 #include "rewards/length_reward.h"
 #include "scheduler/job_config.h"
 #include "scheduler/trajectory.h"
@@ -189,6 +192,61 @@ TEST_F(RlJobTest, TasksFromAFileRunAndAreStoredWithTheirVerifier) {
   EXPECT_EQ(Count(*db, "SELECT count(*) FROM tasks WHERE family = 'file'"), 2);
   EXPECT_EQ(Count(*db, "SELECT count(*) FROM tasks WHERE verifier_json LIKE '%\"kind\":\"regex\"%'"), 1);
   EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status IN ('completed', 'failed')"), 4);
+}
+
+// policy.url: the turns come from an OpenAI-compatible server (here the
+// default model behind Flashroll's own, in process); an unreachable one
+// fails each sample with the endpoint in its error, and the job goes on.
+TEST_F(RlJobTest, AnExternalPolicyServesTheTurnsAndAnUnreachableOneFailsSamplesNotTheJob) {
+  auto model = engine::Model::Load("models/default");
+  ASSERT_TRUE(model.ok());
+  auto tokenizer = engine::LoadModelTokenizer(**model);
+  ASSERT_TRUE(tokenizer.ok());
+  engine::EngineOptions engine_options;
+  engine_options.threads = 2;
+  auto engine = engine::Engine::Start(**model, tokenizer->get(), engine_options);
+  ASSERT_TRUE(engine.ok());
+  engine::OpenAiServerOptions server_options;
+  server_options.port = 0;
+  server_options.model_name = "served-default";
+  auto server = engine::OpenAiServer::Start(engine->get(), tokenizer->get(), server_options);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+
+  const JobConfig remote = Load(WriteConfig("remote", 1, "policy: {url: '" + (*server)->base_url() + "', model: served-default}\n"));
+  auto summary = RunRlJob(remote, {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->groups_done, 2);
+  EXPECT_GT((*engine)->Stats().generated_tokens, 0) << "the server's engine generated the turns";
+  auto db = Store();
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status = 'completed'"), 4);
+  auto samples = LoadGroupSamples(*db, summary->job_id, 1);
+  ASSERT_TRUE(samples.ok());
+  for (const StoredSample& s : *samples) {
+    int64_t sampled = 0;
+    for (size_t i = 0; i < s.sample.tokens.size(); ++i) {
+      if (s.sample.versions[i] < 0) continue;
+      ++sampled;
+      EXPECT_EQ(s.sample.versions[i], 0);
+      EXPECT_LE(s.sample.logprobs[i], 0.0f);
+    }
+    EXPECT_GT(sampled, 0);
+  }
+
+  const JobConfig down = Load(WriteConfig("down", 1, "policy: {url: 'http://127.0.0.1:1', model: served-default}\n"));
+  auto failed = RunRlJob(down, {});
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  EXPECT_EQ(failed->groups_done, 2);
+  auto stmt = db->Prepare("SELECT status, error FROM samples WHERE task_id IN (SELECT id FROM tasks WHERE job_id = ?1)");
+  ASSERT_TRUE(stmt.ok());
+  ASSERT_TRUE(stmt->Bind(1, failed->job_id).ok());
+  int rows = 0;
+  while (*stmt->Step()) {
+    ++rows;
+    EXPECT_EQ(stmt->ColumnText(0), "failed");
+    EXPECT_NE(stmt->ColumnText(1).find("policy http://127.0.0.1:1/v1/completions"), std::string::npos) << stmt->ColumnText(1);
+    EXPECT_NE(stmt->ColumnText(1).find(", turn 0"), std::string::npos) << stmt->ColumnText(1);
+  }
+  EXPECT_EQ(rows, 4);
 }
 
 TEST_F(RlJobTest, ARunningJobOfTheSameNameIsNotStartedTwice) {
