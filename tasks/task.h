@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,17 @@ struct TaskFile {
   std::string contents;
 };
 
+// The sandbox a task asks for, over the job's: a built-in image by name
+// (never a host path), limits and network. Unset fields keep the job's.
+struct TaskEnvironment {
+  std::string image;                     // "host" or "busybox"; empty: the job's
+  std::optional<uint64_t> memory_bytes;
+  std::optional<int64_t> pids;
+  std::optional<double> cpus;
+  std::string net;                       // "none" or "policy"; empty: the job's
+  std::vector<std::string> allow;        // with net policy: IP[/N]:PORT rules
+};
+
 struct Task {
   std::string family;       // a registered family, or "file" for a task read from a task file
   std::string id;           // "<family>-<seed>", names this instance everywhere
@@ -42,6 +54,7 @@ struct Task {
   std::string answer;       // the expected final answer or file contents (exact)
   std::string answer_file;  // when set, the answer is read from this file, not the final message
   TaskCheck check;          // how the outcome is judged (verifier.h); exact by default
+  TaskEnvironment environment;
 };
 
 // One step of a reference solution: what the expert thinks, then runs.

@@ -19,6 +19,13 @@ Schema TaskSchema() {
       .Optional("setup", Schema::List(Schema::String()))
       .Optional("answer", Schema::String())
       .Optional("answer_file", Schema::String())
+      .Optional("environment", Schema::Map()
+                                   .Optional("image", Schema::Enum({"host", "busybox"}))
+                                   .Optional("memory", Schema::ByteSize(4ull << 20))
+                                   .Optional("pids", Schema::Int(1, 1'000'000))
+                                   .Optional("cpus", Schema::Float(0.01, 1024))
+                                   .Optional("net", Schema::Enum({"none", "policy"}))
+                                   .Optional("allow", Schema::List(Schema::String())))
       .Optional("verifier", Schema::Map()
                                 .Required("kind", Schema::Enum({"exact", "regex", "python", "tests"}))
                                 .Optional("tolerance", Schema::Float(0, 1))
@@ -69,6 +76,18 @@ Status CheckTask(const ConfigFile& file, const YAML::Node& node, const std::stri
   }
   if (!task->answer_file.empty()) {
     if (Status s = CheckWorkspacePath(task->answer_file); !s.ok()) return error(node["answer_file"], "answer_file", s.message());
+  }
+  if (const YAML::Node e = node["environment"]; e.IsDefined()) {
+    TaskEnvironment& env = task->environment;
+    env.image = ReadString(e, "image", "");
+    if (e["memory"].IsDefined()) env.memory_bytes = ReadByteSize(e, "memory", 0);
+    if (e["pids"].IsDefined()) env.pids = ReadInt(e, "pids", 0);
+    if (e["cpus"].IsDefined()) env.cpus = ReadFloat(e, "cpus", 0);
+    env.net = ReadString(e, "net", "");
+    if (e["allow"].IsDefined()) env.allow = ReadStringList(e, "allow");
+    if (!env.allow.empty() && env.net != "policy") {
+      return error(e["allow"], "environment.allow", "needs environment.net: policy");
+    }
   }
   const YAML::Node v = node["verifier"];
   TaskCheck& c = task->check;

@@ -11,6 +11,9 @@
 //   answer_file: out.txt               # optional: judge this file, not the final message
 //   verifier: {kind: exact, tolerance: 1e-6}   # or regex {pattern}, python {script},
 //                                              # tests {test_command, fail_to_pass, pass_to_pass}
+//   environment: {image: busybox, memory: 128M, pids: 32, cpus: 0.5,
+//                 net: policy, allow: ["10.0.0.7:443"]}   # over the job's sandbox;
+//                                              # images by built-in name only
 //
 // Files are written into the sandbox through its own file API, never bound
 // from the host; paths are relative and stay in the working directory.

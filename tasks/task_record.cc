@@ -12,6 +12,15 @@ TaskRecord ToTaskRecord(const Task& task) {
                             {"answer_file", task.answer_file},
                             {"difficulty", task.difficulty}};
   if (!task.setup.empty()) problem["setup"] = task.setup;
+  const TaskEnvironment& env = task.environment;
+  nlohmann::json environment = nlohmann::json::object();
+  if (!env.image.empty()) environment["image"] = env.image;
+  if (env.memory_bytes) environment["memory_bytes"] = *env.memory_bytes;
+  if (env.pids) environment["pids"] = *env.pids;
+  if (env.cpus) environment["cpus"] = *env.cpus;
+  if (!env.net.empty()) environment["net"] = env.net;
+  if (!env.allow.empty()) environment["allow"] = env.allow;
+  if (!environment.empty()) problem["environment"] = environment;
   const TaskCheck& c = task.check;
   nlohmann::json verifier = {{"kind", c.kind}, {"answer", task.answer}};
   if (c.tolerance) verifier["tolerance"] = *c.tolerance;
@@ -67,6 +76,26 @@ Result<Task> FromTaskRecord(const std::string& family, const std::string& id, co
   FR_RETURN_IF_ERROR(string_list(verifier, "verifier", "fail_to_pass", &task.check.fail_to_pass));
   FR_RETURN_IF_ERROR(string_list(verifier, "verifier", "pass_to_pass", &task.check.pass_to_pass));
   FR_RETURN_IF_ERROR(string_list(problem, "problem", "setup", &task.setup));
+  if (problem.contains("environment")) {
+    const nlohmann::json& e = problem["environment"];
+    if (!e.is_object()) return Status::Corruption(what + ": problem.environment is not an object");
+    TaskEnvironment& env = task.environment;
+    FR_RETURN_IF_ERROR(optional_string(e, "problem.environment", "image", &env.image));
+    FR_RETURN_IF_ERROR(optional_string(e, "problem.environment", "net", &env.net));
+    FR_RETURN_IF_ERROR(string_list(e, "problem.environment", "allow", &env.allow));
+    if (e.contains("memory_bytes")) {
+      if (!e["memory_bytes"].is_number_unsigned()) return Status::Corruption(what + ": problem.environment.memory_bytes is not a byte count");
+      env.memory_bytes = e["memory_bytes"].get<uint64_t>();
+    }
+    if (e.contains("pids")) {
+      if (!e["pids"].is_number_integer()) return Status::Corruption(what + ": problem.environment.pids is not an integer");
+      env.pids = e["pids"].get<int64_t>();
+    }
+    if (e.contains("cpus")) {
+      if (!e["cpus"].is_number()) return Status::Corruption(what + ": problem.environment.cpus is not a number");
+      env.cpus = e["cpus"].get<double>();
+    }
+  }
   if (!problem.contains("difficulty") || !problem["difficulty"].is_number_integer()) {
     return Status::Corruption(what + ": problem.difficulty is missing or not an integer");
   }

@@ -57,6 +57,30 @@ TEST(TaskFileTest, YamlTasksOfEveryVerifierKind) {
   EXPECT_EQ(fix.check.pass_to_pass, (std::vector<std::string>{"test_a.py::test_old"}));
 }
 
+TEST(TaskFileTest, AnEnvironmentOverTheJobsSandbox) {
+  auto tasks = LoadTaskFile(Write("env.yaml", R"(tasks:
+  - id: fetch-1
+    prompt: p
+    answer: "1"
+    environment: {image: busybox, memory: 128M, pids: 32, cpus: 0.25, net: policy, allow: ["10.0.0.7:443"]}
+  - id: plain-1
+    prompt: p
+    answer: "1"
+)"));
+  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
+  const TaskEnvironment& env = (*tasks)[0].environment;
+  EXPECT_EQ(env.image, "busybox");
+  EXPECT_EQ(env.memory_bytes, 128ull << 20);
+  EXPECT_EQ(env.pids, 32);
+  EXPECT_EQ(env.cpus, 0.25);
+  EXPECT_EQ(env.net, "policy");
+  EXPECT_EQ(env.allow, (std::vector<std::string>{"10.0.0.7:443"}));
+  const TaskEnvironment& plain = (*tasks)[1].environment;
+  EXPECT_TRUE(plain.image.empty());
+  EXPECT_FALSE(plain.memory_bytes.has_value());
+  EXPECT_TRUE(plain.net.empty());
+}
+
 TEST(TaskFileTest, JsonLinesKeepTheirLineNumbers) {
   const std::string path = Write("tasks.jsonl",
                                  "{\"id\": \"a\", \"prompt\": \"p\", \"answer\": \"1\"}\n"
@@ -94,6 +118,10 @@ TEST(TaskFileTest, ErrorsNameFileLineAndField) {
   EXPECT_EQ(ErrorOf("  - {id: '', prompt: p, answer: 1}\n"), f + ":2: tasks[0].id: must not be empty");
   EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, answer: 1, difficulty: 11}\n").rfind(f + ":2: tasks[0].difficulty: value 11 out of range", 0), 0u);
   EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, answer: 1, image: /}\n").rfind(f + ":2: tasks[0].image: unknown key", 0), 0u);
+  EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, answer: 1, environment: {image: /}}\n").rfind(f + ":2: tasks[0].environment.image: ", 0), 0u)
+      << "an image is a built-in name, never a host path";
+  EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, answer: 1, environment: {allow: ['1.2.3.4:80']}}\n"),
+            f + ":2: tasks[0].environment.allow: needs environment.net: policy");
   EXPECT_EQ(LoadTaskFile("/nonexistent/tasks.yaml").status().code(), Code::kNotFound);
   EXPECT_EQ(LoadTaskFile(Write("empty.yaml", "tasks: []\n")).status().message().rfind(::testing::TempDir() + "/empty.yaml:1: tasks: expected at least 1", 0), 0u);
 }
