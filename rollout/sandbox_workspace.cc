@@ -5,6 +5,34 @@
 #include "common/log.h"
 
 namespace flashroll {
+
+Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, const Task& task) {
+  const TaskEnvironment& env = task.environment;
+  const std::string what = "task " + task.id + ": environment.";
+  sandbox::SandboxSpec spec = job;
+  if (!env.image.empty()) {
+    if (env.image != "host" && env.image != "busybox") {
+      return Status::InvalidArgument(what + "image: '" + env.image + "' is not a built-in image (host, busybox)");
+    }
+    if (Status s = sandbox::ParseImage(env.image, &spec); !s.ok()) return s.Wrap(what + "image");
+  }
+  if (env.memory_bytes) spec.memory_bytes = *env.memory_bytes;
+  if (env.pids) spec.pids = *env.pids;
+  if (env.cpus) spec.cpus = *env.cpus;
+  if (!env.net.empty()) {
+    auto net = sandbox::ParseNetMode(env.net);
+    if (!net.ok()) return net.status().Wrap(what + "net");
+    spec.net = *net;
+    spec.allow.clear();
+  }
+  for (size_t i = 0; i < env.allow.size(); ++i) {
+    auto rule = sandbox::ParseAllowRule(env.allow[i]);
+    if (!rule.ok()) return rule.status().Wrap(what + "allow[" + std::to_string(i) + "]");
+    spec.allow.push_back(*rule);
+  }
+  if (Status s = sandbox::ValidateSpec(spec); !s.ok()) return s.Wrap(what.substr(0, what.size() - 1));
+  return spec;
+}
 namespace {
 
 constexpr const char* kWorkDir = "/tmp/work";

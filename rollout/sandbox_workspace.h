@@ -11,9 +11,16 @@
 #include <string>
 
 #include "sandbox/sandbox.h"
+#include "tasks/task.h"
 #include "tasks/workspace.h"
 
 namespace flashroll {
+
+// The sandbox for `task`: the job's spec with the task's environment over
+// it. InvalidArgument naming the task and the environment field (an image
+// other than a built-in one, a bad allow rule, allow without net policy,
+// limits out of range: sandbox::ValidateSpec).
+Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, const Task& task);
 
 class SandboxWorkspace : public Workspace {
  public:

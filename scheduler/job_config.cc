@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tasks/task.h"
+#include "rollout/sandbox_workspace.h"
 #include "tasks/task_file.h"
 
 namespace flashroll {
@@ -237,8 +238,13 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     return file.ErrorAt(tasks, "tasks", "needs families (generated tasks) or files (task files), or both");
   }
   for (size_t i = 0; i < c.tasks.files.size(); ++i) {
-    if (Result<std::vector<Task>> loaded = LoadTaskFile(c.tasks.files[i]); !loaded.ok()) {
-      return file.ErrorAt(tasks["files"][i], "tasks.files[" + std::to_string(i) + "]", loaded.status().message());
+    const std::string key = "tasks.files[" + std::to_string(i) + "]";
+    Result<std::vector<Task>> loaded = LoadTaskFile(c.tasks.files[i]);
+    if (!loaded.ok()) return file.ErrorAt(tasks["files"][i], key, loaded.status().message());
+    for (const Task& task : *loaded) {
+      if (auto spec = TaskSandboxSpec(sandbox::SandboxSpec{}, task); !spec.ok()) {
+        return file.ErrorAt(tasks["files"][i], key, c.tasks.files[i] + ": " + spec.status().message());
+      }
     }
   }
   if (c.training.eval_tasks > 0 && c.tasks.families.empty()) {

@@ -441,7 +441,12 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
   Result<Episode> episode = Status::Internal("not run");
   std::string sandbox_id;
   {
-    auto workspace = SandboxWorkspace::Create(*manager_, spec_);
+    Result<std::unique_ptr<SandboxWorkspace>> workspace = Status::Internal("not created");
+    if (auto spec = TaskSandboxSpec(spec_, task); spec.ok()) {
+      workspace = SandboxWorkspace::Create(*manager_, *spec);
+    } else {
+      workspace = spec.status();
+    }
     if (workspace.ok()) {
       sandbox_id = (*workspace)->id();
       episode = RunEpisode(*policy_, *tokenizer_, *scaffold_, task, **workspace, episode_options);

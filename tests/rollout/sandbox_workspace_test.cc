@@ -44,3 +44,49 @@ TEST_F(SandboxWorkspaceTest, FilesAndCommandsMeetInTheWorkDirectory) {
 
 }  // namespace
 }  // namespace flashroll
+
+namespace flashroll {
+namespace {
+
+TEST(TaskSandboxSpecTest, TheTasksEnvironmentOverTheJobsSpec) {
+  sandbox::SandboxSpec job;
+  job.memory_bytes = 256ull << 20;
+  job.pids = 64;
+  job.cpus = 0.5;
+  Task task;
+  task.id = "t-1";
+  auto same = TaskSandboxSpec(job, task);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->memory_bytes, job.memory_bytes);
+  EXPECT_EQ(same->image, sandbox::ImageKind::kHost);
+  EXPECT_EQ(same->net, sandbox::NetMode::kNone);
+  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}};
+  auto over = TaskSandboxSpec(job, task);
+  ASSERT_TRUE(over.ok()) << over.status().ToString();
+  EXPECT_EQ(over->image, sandbox::ImageKind::kBusybox);
+  EXPECT_EQ(over->memory_bytes, 128ull << 20);
+  EXPECT_EQ(over->pids, 32);
+  EXPECT_EQ(over->cpus, 0.25);
+  EXPECT_EQ(over->net, sandbox::NetMode::kPolicy);
+  ASSERT_EQ(over->allow.size(), 1u);
+}
+
+TEST(TaskSandboxSpecTest, HostPathsAndBadRulesAreRefusedNamingTheTaskAndField) {
+  Task task;
+  task.id = "t-2";
+  task.environment.image = "/";
+  EXPECT_EQ(TaskSandboxSpec({}, task).status().message(),
+            "task t-2: environment.image: '/' is not a built-in image (host, busybox)");
+  task.environment.image = "";
+  task.environment.net = "policy";
+  task.environment.allow = {"not-a-rule"};
+  const Status bad = TaskSandboxSpec({}, task).status();
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_EQ(bad.message().rfind("task t-2: environment.allow[0]: ", 0), 0u) << bad.message();
+  task.environment.net = "";
+  task.environment.allow = {"10.0.0.7:443"};
+  EXPECT_EQ(TaskSandboxSpec({}, task).status().code(), Code::kInvalidArgument) << "allow rules need net policy";
+}
+
+}  // namespace
+}  // namespace flashroll

@@ -193,6 +193,12 @@ TEST(JobConfigTest, TaskFilesAloneOrBesideFamilies) {
   ASSERT_FALSE(broken.ok());
   EXPECT_EQ(broken.status().message(),
             "j.yaml:5: tasks.files[1]: " + bad + ":2: tasks[0].answer: required by the exact verifier");
+  const std::string rule = ::testing::TempDir() + "/job_rule_tasks.yaml";
+  std::ofstream(rule) << "tasks:\n  - {id: r, prompt: p, answer: 1, environment: {net: policy, allow: [nowhere]}}\n";
+  auto bad_rule = Parse(std::string(kHead) + "tasks: {files: [" + rule + "]}\n");
+  ASSERT_FALSE(bad_rule.ok());
+  EXPECT_EQ(bad_rule.status().message().rfind("j.yaml:4: tasks.files[0]: " + rule + ": task r: environment.allow[0]: ", 0), 0u)
+      << bad_rule.status().message();
   auto none = Parse(std::string(kHead) + "tasks: {count: 3}\n");
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().message(), "j.yaml:4: tasks: needs families (generated tasks) or files (task files), or both");
