@@ -59,7 +59,14 @@ Schema JobConfigSchema(bool training_map) {
                                .Optional("max_turns", Schema::Int(1, 1000))
                                .Optional("max_tokens", Schema::Int(1, 1'000'000))
                                .Optional("temperature", Schema::Float(0, 10))
-                               .Optional("efforts", Schema::List(Schema::Int(1, 100), 1)))
+                               .Optional("efforts", Schema::List(Schema::Int(1, 100), 1))
+                               // Named so that asking for them gets a reason, not "unknown key".
+                               .Optional("top_k", Schema::Any())
+                               .Optional("top_p", Schema::Any())
+                               .Optional("min_p", Schema::Any())
+                               .Optional("repetition_penalty", Schema::Any())
+                               .Optional("presence_penalty", Schema::Any())
+                               .Optional("frequency_penalty", Schema::Any()))
       .Optional("sandbox", Schema::Map()
                                .Optional("image", Schema::String())
                                .Optional("net", Schema::Enum({"none", "policy"}))
@@ -155,6 +162,16 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     if (r["efforts"].IsDefined() && r["efforts"].IsSequence()) {
       c.rollout.efforts.clear();
       for (const auto& e : r["efforts"]) c.rollout.efforts.push_back(e.as<int64_t>());
+    }
+  }
+  if (const YAML::Node r = root["rollout"]; r.IsDefined() && r.IsMap()) {
+    for (const char* key : {"top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"}) {
+      if (r[key].IsDefined()) {
+        return file.ErrorAt(r[key], std::string("rollout.") + key,
+                            "RL sampling is raw: the logprob of each token is log_softmax(logits / T), the policy the "
+                            "trainer optimises; truncation and penalties (with processed logprobs recorded apart) are "
+                            "not built for jobs");
+      }
     }
   }
   if (const YAML::Node s = root["sandbox"]; s.IsDefined() && s.IsMap()) {

@@ -225,6 +225,17 @@ TEST(JobConfigTest, AnExternalPolicyNeedsAModelAndNoTraining) {
       << training.status().message();
 }
 
+TEST(JobConfigTest, TruncatedOrPenalisedSamplingIsRefusedWithAReason) {
+  for (const char* key : {"top_k: 40", "top_p: 0.9", "min_p: 0.05", "repetition_penalty: 1.1", "presence_penalty: 0.5",
+                          "frequency_penalty: 0.5"}) {
+    auto config = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nrollout:\n  " + key + "\n");
+    ASSERT_FALSE(config.ok()) << key;
+    const std::string name = std::string(key).substr(0, std::string(key).find(':'));
+    EXPECT_EQ(config.status().message().rfind("j.yaml:6: rollout." + name + ": RL sampling is raw", 0), 0u)
+        << config.status().message();
+  }
+}
+
 TEST(JobConfigTest, RateLimitsNameAFamilyOfTheJobAndAPositiveRate) {
   auto ok = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nscheduler:\n  rate_limits: {arithmetic: 2.5}\n");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
