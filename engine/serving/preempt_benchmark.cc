@@ -88,8 +88,12 @@ Result<int64_t> DropFromPageCache(const std::string& path) {
 
 Result<PreemptBenchmarkResult> RunPreemptBenchmark(const Model& model, const PreemptBenchmarkOptions& o) {
   if (o.context < 1 || o.repeats < 1) return Status::InvalidArgument("context and repeats must be at least 1");
-  // Room for the tokens generated before each pause lands.
-  constexpr int64_t kMaxTokens = 64;
+  // Room for the tokens generated before each pause lands: on a tiny model
+  // 64 tokens took under 14 ms, and a loaded machine let the sequence end
+  // before Pause ("sequence 2 is not running"), so as many as fit, to 1,024.
+  const int64_t max_tokens = model.MaxPositions() > o.context
+                                 ? std::min<int64_t>(1024, model.MaxPositions() - o.context)
+                                 : 1024;
   ScratchDir scratch;
   std::string dir = o.persist_dir;
   if (dir.empty()) {
@@ -103,8 +107,8 @@ Result<PreemptBenchmarkResult> RunPreemptBenchmark(const Model& model, const Pre
   eo.max_running = 1;
   eo.persist_dir = dir;
   const KvLayout layout = model.KvLayoutFor(eo.block_size, eo.kv_dtype);
-  eo.kv_memory_bytes = ((o.context + kMaxTokens) / eo.block_size + 2) * layout.BlockBytes();
-  eo.max_model_len = model.MaxPositions() > 0 ? 0 : o.context + kMaxTokens;
+  eo.kv_memory_bytes = ((o.context + max_tokens) / eo.block_size + 2) * layout.BlockBytes();
+  eo.max_model_len = model.MaxPositions() > 0 ? 0 : o.context + max_tokens;
   FR_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(model, nullptr, eo));
   const int64_t vocab = model.config().vocab_size;
 
@@ -119,7 +123,7 @@ Result<PreemptBenchmarkResult> RunPreemptBenchmark(const Model& model, const Pre
   for (int run = 0; run < o.repeats; ++run) {
     GenerationRequest r = warm;
     r.prompt = PseudoRandomPrompt(o.context, vocab, 100 + run);
-    r.max_tokens = kMaxTokens;
+    r.max_tokens = max_tokens;
     const auto t0 = Clock::now();
     FR_ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> stream, engine->Submit(std::move(r)));
     std::optional<StreamEvent> first = stream->Next();
