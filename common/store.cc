@@ -143,14 +143,14 @@ Result<std::vector<int32_t>> DecodeInt32s(const std::vector<uint8_t>& bytes, std
 // float32 as its IEEE bits, little-endian like the int32 blobs.
 std::vector<uint8_t> EncodeFloats(std::span<const float> values) {
   std::vector<int32_t> bits(values.size());
-  std::memcpy(bits.data(), values.data(), values.size() * 4);
+  if (!values.empty()) std::memcpy(bits.data(), values.data(), values.size() * 4);  // data() may be null when empty
   return EncodeInt32s(bits);
 }
 
 Result<std::vector<float>> DecodeFloats(const std::vector<uint8_t>& bytes, std::string_view what) {
   FR_ASSIGN_OR_RETURN(std::vector<int32_t> bits, DecodeInt32s(bytes, what));
   std::vector<float> values(bits.size());
-  std::memcpy(values.data(), bits.data(), bits.size() * 4);
+  if (!bits.empty()) std::memcpy(values.data(), bits.data(), bits.size() * 4);
   return values;
 }
 

@@ -164,7 +164,7 @@ class Reader {
     // n is at most 2^32, so n * sizeof(T) cannot overflow a 64-bit size_t.
     FR_RETURN_IF_ERROR(Take(n * sizeof(T), what, &bytes));
     out->resize(n);
-    std::memcpy(out->data(), bytes.data(), bytes.size());
+    if (n > 0) std::memcpy(out->data(), bytes.data(), bytes.size());  // data() may be null when empty
     return Status::Ok();
   }
 

@@ -92,7 +92,7 @@ class PayloadReader {
     uint64_t count = 0;
     if (!Get(&count) || count > (size_ - pos_) / sizeof(T)) return false;
     values->resize(static_cast<size_t>(count));
-    std::memcpy(values->data(), data_ + pos_, static_cast<size_t>(count) * sizeof(T));
+    if (count > 0) std::memcpy(values->data(), data_ + pos_, static_cast<size_t>(count) * sizeof(T));  // data() is null when empty
     pos_ += static_cast<size_t>(count) * sizeof(T);
     return true;
   }
