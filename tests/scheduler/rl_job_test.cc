@@ -272,7 +272,8 @@ TEST_F(RlJobTest, ResumeAfterSigkillLosesAndDuplicatesNothing) {
   }
   // Kill it once some samples finished and others are running.
   int64_t finished = 0;
-  for (int i = 0; i < 600 && finished < 3; ++i) {
+  // Up to 2 minutes: under ASan with other tests beside it a sample can take 15 s.
+  for (int i = 0; i < 2400 && finished < 3; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     if (!std::filesystem::exists(dir_ + "/store.db")) continue;
     auto db = store::OpenStore(dir_ + "/store.db");
