@@ -62,6 +62,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ChildOptions& op
     return Status::IoError(std::string("fork: ") + std::strerror(err));
   }
   if (pid == 0) {
+    ::setpgid(0, 0);  // its own process group, so Stop reaches what it starts too
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
     if (output >= 0 && (::dup2(output, STDOUT_FILENO) < 0 || ::dup2(output, STDERR_FILENO) < 0)) ::_exit(127);
@@ -75,6 +76,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const ChildOptions& op
     (void)!::write(report[1], &err, sizeof(err));
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // also here, so the group exists before Start returns
   if (output >= 0) ::close(output);
   ::close(report[1]);
   int child_errno = 0;
@@ -116,9 +118,13 @@ std::optional<int> ChildProcess::Wait(std::optional<std::chrono::milliseconds> t
 
 int ChildProcess::Stop(std::chrono::milliseconds grace) {
   if (status_) return *status_;
-  ::kill(pid_, SIGTERM);
-  if (auto s = Wait(grace)) return *s;
-  ::kill(pid_, SIGKILL);
+  // The whole group: a shell's children (or a trainer's workers) too.
+  ::kill(-pid_, SIGTERM);
+  if (auto s = Wait(grace)) {
+    ::kill(-pid_, SIGKILL);  // what outlived the leader
+    return *s;
+  }
+  ::kill(-pid_, SIGKILL);
   return *Wait();
 }
 

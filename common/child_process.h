@@ -1,7 +1,7 @@
 // ChildProcess: a program the caller starts and owns, such as the RL job's
-// trainer. The handle is the process: destroying it stops the child
-// (SIGTERM, then SIGKILL after a grace period) and reaps it, so no child
-// outlives its owner or stays a zombie. The child also gets SIGTERM if the
+// trainer. The handle is the process: destroying it stops the child and
+// everything in its process group (SIGTERM, then SIGKILL after a grace
+// period) and reaps it, so no child outlives its owner or stays a zombie. The child also gets SIGTERM if the
 // owning thread's process dies (PR_SET_PDEATHSIG), so a SIGKILLed job
 // leaves no trainer behind.
 //
@@ -44,7 +44,9 @@ class ChildProcess {
   // ended it — or nullopt while it is still running.
   std::optional<int> Wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
-  // SIGTERM, then SIGKILL once `grace` passes; returns the exit status.
+  // SIGTERM to the child's process group, then SIGKILL once `grace`
+  // passes (and to whatever of the group outlived the child); returns the
+  // child's exit status.
   int Stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
   pid_t pid() const { return pid_; }

@@ -81,6 +81,29 @@ TEST(ChildProcessTest, StopKillsAChildThatIgnoresSigterm) {
   EXPECT_EQ((*child)->Stop(milliseconds(100)), 128 + SIGKILL);
 }
 
+TEST(ChildProcessTest, StopEndsWhatTheChildStartedToo) {
+  const std::string pidfile = ::testing::TempDir() + "/grandchild.pid";
+  std::filesystem::remove(pidfile);
+  ChildOptions options;
+  options.argv = {"/bin/sh", "-c", "sleep 30 & echo $! > " + pidfile + "; wait"};
+  auto child = ChildProcess::Start(options);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  for (int i = 0; i < 500 && ReadAll(pidfile).empty(); ++i) usleep(10'000);
+  const pid_t grandchild = static_cast<pid_t>(std::stol(ReadAll(pidfile)));
+  ASSERT_EQ(::kill(grandchild, 0), 0) << "the shell's sleep runs";
+  (*child)->Stop();
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    // Reaped by init once killed; until then it may linger as a zombie.
+    std::ifstream stat("/proc/" + std::to_string(grandchild) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    gone = text.empty() || text.find(") Z ") != std::string::npos;
+    if (!gone) usleep(10'000);
+  }
+  EXPECT_TRUE(gone) << "the sleep the shell started outlived Stop";
+}
+
 TEST(ChildProcessTest, DestroyingTheHandleReapsTheChild) {
   ChildOptions options;
   options.argv = {"sleep", "30"};

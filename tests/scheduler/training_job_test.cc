@@ -137,7 +137,7 @@ TEST_F(TrainingJobTest, SigtermWhileTheTrainerRunsOnEndsTheJobPromptly) {
   // Wait until the samples the staleness bound lets run without a trainer
   // consuming have finished: (max_staleness 1 + 1) x batch_groups 1 groups of 2.
   int64_t finished = 0;
-  for (int i = 0; i < 1200 && finished < 4; ++i) {
+  for (int i = 0; i < 2400 && finished < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     auto db = store::OpenStore(dir_ + "/store.db");
     if (!db.ok()) continue;
