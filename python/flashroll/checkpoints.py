@@ -49,6 +49,18 @@ def latest(root):
     return None
 
 
+def prune(root, keep):
+    """Removes all but the newest `keep` version directories (keep >= 1; an
+    older version is never needed again: the engine loads the newest, and a
+    resumed trainer starts from it). Returns the versions removed."""
+    if keep < 1:
+        raise ValueError(f"keep {keep}: at least the newest checkpoint stays")
+    old = versions(root)[:-keep]
+    for v in old:
+        shutil.rmtree(os.path.join(root, version_dir(v)))
+    return old
+
+
 def _fsync(path):
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -38,3 +38,16 @@ def test_write_is_atomic_and_in_the_engine_layout(tmp_path):
         checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {})
     assert checkpoints.version_dir(1234567) == "v1234567"
     assert torch.equal(load_model(tmp_path / name).model.norm.weight, model.model.norm.weight)
+
+
+def test_prune_keeps_the_newest_versions(tmp_path):
+    root = str(tmp_path)
+    for v in (1, 2, 3, 4, 5):
+        os.makedirs(os.path.join(root, checkpoints.version_dir(v)))
+    os.makedirs(os.path.join(root, ".v000006.tmp-1"))
+    assert checkpoints.prune(root, 2) == [1, 2, 3]
+    assert checkpoints.versions(root) == [4, 5]
+    assert os.path.isdir(os.path.join(root, ".v000006.tmp-1")), "a write in progress is not touched"
+    assert checkpoints.prune(root, 5) == []
+    with pytest.raises(ValueError):
+        checkpoints.prune(root, 0)

@@ -81,6 +81,13 @@ def test_steps_publish_checkpoints_and_log(tmp_path, groups):
                            load_model(DEFAULT_MODEL).model.norm.weight)
 
 
+def test_old_checkpoints_are_pruned_after_each_publish(tmp_path, groups):
+    with FakeTrainerApi(groups[:6]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 3, "--keep-checkpoints", "2")) == 0
+    assert api.weights == [("v000001", 1), ("v000002", 2), ("v000003", 3)]
+    assert checkpoints.versions(tmp_path / "ckpt") == [2, 3]
+
+
 def test_resume_continues_from_the_highest_complete_checkpoint(tmp_path, groups, capsys):
     with FakeTrainerApi(groups[:2]) as api:
         assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0

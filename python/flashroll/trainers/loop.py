@@ -58,6 +58,9 @@ def arg_parser(description):
                    help="dr_grpo's per-sample token constant (default: the model's max_position_embeddings)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="torch threads (default: every core; torch alone would take one per physical core)")
+    p.add_argument("--keep-checkpoints", type=int, default=3,
+                   help="newest checkpoints kept, older ones removed after each publish (0: keep all; "
+                        "each holds the weights, fp32 master weights and AdamW state)")
     p.add_argument("--micro-batch-tokens", type=int, default=8192,
                    help="padded tokens per forward pass (samples x longest)")
     p.add_argument("--poll-timeout", type=float, default=30.0, help="seconds per lease long poll")
@@ -210,6 +213,8 @@ class Trainer:
                 self.version, self.next_version = self.next_version, self.next_version + 1
                 path = checkpoints.write(args.checkpoint_root, self.version, self.model, args.model, self._state())
                 self.client.publish_weights(path, self.version)
+                if args.keep_checkpoints > 0:
+                    checkpoints.prune(args.checkpoint_root, args.keep_checkpoints)
                 seconds = time.monotonic() - start
                 record = {"step": self.step, "version": self.version, **batch_metrics(pairs), **metrics,
                           "grad_norm": float(grad_norm), "seconds": seconds}
