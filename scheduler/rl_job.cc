@@ -726,9 +726,16 @@ Status Job::FinishTraining() {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   FR_RETURN_IF_ERROR(trainer_->Wait());
-  const engine::WeightLoaderState w = weights_->state();
+  // The last published checkpoint may still be loading: wait for the load
+  // to end, swapped in or failed (a failed one leaves the old weights).
+  const auto deadline = Clock::now() + std::chrono::minutes(5);
+  engine::WeightLoaderState w = weights_->state();
+  while (w.pending_version && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    w = weights_->state();
+  }
   if (w.pending_version) {
-    FR_RETURN_IF_ERROR(weights_->WaitForVersion(*w.pending_version, Clock::now() + std::chrono::minutes(5)));
+    return Status::DeadlineExceeded("weights version " + std::to_string(*w.pending_version) + " still loading after 5 minutes");
   }
   if (!w.last_error.empty()) log::Warn("a published checkpoint failed to load", {{"error", w.last_error}});
   return Status::Ok();

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include "common/store.h"
 #include "scheduler/job_config.h"
 #include "scheduler/rl_job.h"
+#include "scheduler/trajectory.h"
 
 namespace flashroll {
 namespace {
@@ -161,6 +163,65 @@ TEST_F(TrainingJobTest, SigtermWhileTheTrainerRunsOnEndsTheJobPromptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   ASSERT_TRUE(WIFEXITED(wstatus));
   EXPECT_EQ(WEXITSTATUS(wstatus), 130) << "a stopped job is paused (130, as after Ctrl-C), not failed";
+}
+
+// A test double of a trainer: publishes a copy of the model as version 1
+// at once, while the first samples are generating, then takes every group
+// as it finishes and exits 0 once all have.
+constexpr char kEarlyWeightsTrainer[] = R"PY(
+import json, os, shutil, sys, time, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+os.makedirs(os.path.join(root, "v000001"))
+for f in ("config.json", "model.safetensors"):
+    shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
+def call(path, body=None):
+    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)
+call("/v1/weights", {"path": "v000001", "version": 1})
+while True:  # consume the groups (the staleness bound holds the rest back until then)
+    req = urllib.request.Request(args["--api"] + "/v1/batches?timeout=0.5", headers={"Authorization": "Bearer " + token})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        if r.status == 200:
+            call("/v1/batches/%s/ack" % json.load(r)["lease"], {})
+    status = call("/v1/status")
+    if status["groups_done"] == status["groups_total"]:
+        break
+)PY";
+
+TEST_F(TrainingJobTest, SamplesRunningAtASwapContinueOnTheNewWeightsWithoutRestarting) {
+  std::ofstream(dir_ + "/early.py") << kEarlyWeightsTrainer;
+  const JobConfig config = Load(WriteConfig("early", "  command: [/usr/bin/python3, " + dir_ + "/early.py]\n  restarts: 0\n"));
+  auto summary = RunRlJob(config, {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/early-trainer.log");
+  EXPECT_EQ(summary->weight_version, 1);
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  int spanning = 0, on_new = 0;
+  for (int64_t group = 1; group <= summary->groups_total; ++group) {
+    auto samples = LoadGroupSamples(**db, summary->job_id, group);
+    ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+    for (const StoredSample& s : *samples) {
+      std::set<int32_t> versions;
+      for (int32_t v : s.sample.versions) {
+        if (v >= 0) versions.insert(v);
+      }
+      spanning += versions.count(0) && versions.count(1);
+      on_new += versions.count(1);
+      // Version 0's tokens all come before version 1's: the swap happened once, between two tokens.
+      bool seen_new = false;
+      for (int32_t v : s.sample.versions) {
+        if (v == 1) seen_new = true;
+        if (seen_new) {
+          EXPECT_NE(v, 0) << "sample " << s.sample.sample_id;
+        }
+      }
+    }
+  }
+  EXPECT_GT(spanning, 0) << "a sample generating at the swap carries tokens of both versions";
+  EXPECT_GT(on_new, 0);
 }
 
 // A test double of a trainer: publishes weights the job must refuse, writes
