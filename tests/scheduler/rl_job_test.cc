@@ -27,6 +27,7 @@
 #include "engine/server/openai_server.h"
 #include "rewards/length_reward.h"
 #include "scheduler/job_config.h"
+#include "tests/scheduler/job_process_util.h"
 #include "scheduler/trajectory.h"
 
 namespace flashroll {
@@ -261,26 +262,10 @@ TEST_F(RlJobTest, ARunningJobOfTheSameNameIsNotStartedTwice) {
 // The real path: the CLI, SIGKILL mid-job, then --resume.
 TEST_F(RlJobTest, ResumeAfterSigkillLosesAndDuplicatesNothing) {
   const std::string config = WriteConfig("killed", 4);
-  const pid_t child = fork();
+  const pid_t child = scheduler_test::StartRunQuietly(config);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(FLASHROLL_BIN, FLASHROLL_BIN, "run", config.c_str(), nullptr);
-    _exit(127);
-  }
   // Kill it once some samples finished and others are running.
-  int64_t finished = 0;
-  // Up to 2 minutes: under ASan with other tests beside it a sample can take 15 s.
-  for (int i = 0; i < 2400 && finished < 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!std::filesystem::exists(dir_ + "/store.db")) continue;
-    auto db = store::OpenStore(dir_ + "/store.db");
-    if (!db.ok()) continue;
-    auto stmt = (*db)->Prepare("SELECT count(*) FROM samples WHERE status = 'completed'");
-    if (stmt.ok() && *stmt->Step()) finished = stmt->ColumnInt64(0);
-  }
+  const int64_t finished = scheduler_test::WaitForSamples(dir_ + "/store.db", "status = 'completed'", 3);
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int wstatus = 0;
   waitpid(child, &wstatus, 0);

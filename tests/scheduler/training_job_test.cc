@@ -25,6 +25,7 @@
 #include "scheduler/job_config.h"
 #include "scheduler/rl_job.h"
 #include "scheduler/trajectory.h"
+#include "tests/scheduler/job_process_util.h"
 
 namespace flashroll {
 namespace {
@@ -127,25 +128,12 @@ TEST_F(TrainingJobTest, ATrainerThatKeepsDyingFailsTheJobAfterItsRestarts) {
 // still runs: SIGTERM stops the trainer and the job at once.
 TEST_F(TrainingJobTest, SigtermWhileTheTrainerRunsOnEndsTheJobPromptly) {
   const std::string config = WriteConfig("sleepy", "  command: [/bin/sh, -c, 'exec sleep 60', trainer]\n");
-  const pid_t child = fork();
+  const pid_t child = scheduler_test::StartRunQuietly(config);
   ASSERT_GE(child, 0);
-  if (child == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(FLASHROLL_BIN, FLASHROLL_BIN, "run", config.c_str(), nullptr);
-    _exit(127);
-  }
   // Wait until the samples the staleness bound lets run without a trainer
   // consuming have finished: (max_staleness 1 + 1) x batch_groups 1 groups of 2.
-  int64_t finished = 0;
-  for (int i = 0; i < 2400 && finished < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    auto db = store::OpenStore(dir_ + "/store.db");
-    if (!db.ok()) continue;
-    auto stmt = (*db)->Prepare("SELECT count(*) FROM samples WHERE status IN ('completed', 'failed')");
-    if (stmt.ok() && *stmt->Step()) finished = stmt->ColumnInt64(0);
-  }
+  const int64_t finished =
+      scheduler_test::WaitForSamples(dir_ + "/store.db", "status IN ('completed', 'failed')", 4);
   EXPECT_EQ(finished, 4);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the workers wait on the bound
   const auto start = std::chrono::steady_clock::now();
