@@ -392,7 +392,7 @@ int RunServe(const std::vector<std::string>& args) {
   engine::ServeOptions o;
   FlagParser flags(
       "flashroll serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key-file F] [--threads N] "
-      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR] [--reprefill-older-than K]",
+      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR] [--reprefill-older-than K] [--weight-memory 64M]",
       "Serves the model over an OpenAI-compatible HTTP API (/v1/models, /v1/completions, "
       "/v1/chat/completions, /v1/score, /v1/sequences, /v1/weights, /health, /metrics) until SIGINT or SIGTERM. Prints \"serving NAME on URL\" "
       "once it accepts connections (--port 0 picks a free port).");
@@ -412,6 +412,9 @@ int RunServe(const std::vector<std::string>& args) {
   flags.Int("--reprefill-older-than", &o.reprefill_older_than,
             "after a swap to weight version V, recompute the KV blocks written by versions older than V - K "
             "before decoding on (default -1: off, stale KV is kept)");
+  flags.String("--weight-memory", &o.weight_memory,
+               "memory for resident weights; requests with \"pin_version\": true need room for two versions and are "
+               "refused below it (default: room for two)");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   return engine::RunServe(o);
 }

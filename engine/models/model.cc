@@ -198,6 +198,16 @@ int64_t Model::ParameterCount() const {
   return total;
 }
 
+int64_t Model::WeightBytes() const {
+  int64_t total = 0;
+  for (const auto& [name, t] : files_->tensors()) {
+    const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+    Result<int64_t> row = kernels::RowBytes(t.dtype, cols);
+    if (row.ok() && cols > 0) total += *row * (NumElements(t.shape) / cols);
+  }
+  return total;
+}
+
 int64_t Model::KvBytesPerToken() const {
   const ModelConfig& c = config();
   return 2 * c.num_layers * c.num_kv_heads * c.head_dim * static_cast<int64_t>(sizeof(float));

@@ -101,6 +101,8 @@ class Model {
 
   // Number of weight elements (the tied embedding counted once).
   int64_t ParameterCount() const;
+  // Bytes its weight tensors take in their storage types.
+  int64_t WeightBytes() const;
   // Bytes of KV cache one token takes (float32 keys and values, all layers).
   int64_t KvBytesPerToken() const;
   // The positions the model is configured for (max_position_embeddings; 0

@@ -212,11 +212,7 @@ std::optional<ApiError> ReadGenerationParams(const Json& body, bool chat, Genera
     if (!p->min_version) return InvalidRequest("min_version_timeout_ms", "needs min_version");
     p->min_version_timeout = std::chrono::milliseconds(timeout_ms);
   }
-  bool pin = false;
-  if (auto e = ReadBool(body, "pin_version", &pin)) return e;
-  // Serving an older version beside the newest would need two resident
-  // weight sets; the engine swaps one set in place.
-  if (pin) return InvalidRequest("pin_version", "this engine keeps one resident weight version");
+  if (auto e = ReadBool(body, "pin_version", &p->pin_version)) return e;
 
   if (const Json* bias = Find(body, "logit_bias")) {
     if (!bias->is_object()) return InvalidRequest("logit_bias", "expected an object");

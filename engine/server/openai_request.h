@@ -68,9 +68,12 @@ struct GenerationParams {
   bool return_routing = false;
   // Flashroll's: submit only once the engine serves weight version
   // min_version or later, waiting at most min_version_timeout (forever when
-  // absent, or until the server stops). "pin_version": true is refused.
+  // absent, or until the server stops).
   std::optional<int64_t> min_version;
   std::optional<std::chrono::milliseconds> min_version_timeout;
+  // Flashroll's: finish on the weight version the request started on
+  // (GenerationRequest::pin_version).
+  bool pin_version = false;
 };
 
 struct CompletionRequest {

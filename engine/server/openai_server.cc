@@ -395,6 +395,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
   request.stop_strings = job.params.stop;
   request.ignore_eos = job.params.ignore_eos;
   request.return_routing = job.params.return_routing;
+  request.pin_version = job.params.pin_version;
   request.return_prompt_routing = job.params.return_routing;
   Result<std::shared_ptr<RequestStream>> submitted = engine->Submit(std::move(request));
   if (!submitted.ok()) return Fail(job.endpoint, job.arrived, ApiErrorFromStatus(submitted.status()));

@@ -58,7 +58,9 @@
 // "data: [DONE]"; also "min_version" (wait before submitting until the
 // engine serves that weight version or a later one; at most
 // "min_version_timeout_ms", then 504; 503 when the server stops first) and
-// "pin_version": true, refused with 400 (one resident weight version);
+// "pin_version": true (finish on the weight version the request started
+// on while a swap moves the others; 400 naming pin_version when
+// --weight-memory has no room for two versions);
 // and, on MoE models, "return_routing": true (not with stream; 400 naming
 // return_routing on a dense model): each choice gets "routing", the experts
 // of every token the model computed for it — the prompt's tokens, then each

@@ -62,6 +62,12 @@ int RunServe(const ServeOptions& o) {
   Result<uint64_t> kv_memory = ParseByteSize(o.kv_memory);
   if (!kv_memory.ok()) return ReportFailure(kv_memory.status().Wrap("--kv-memory"));
   engine_options.kv_memory_bytes = static_cast<int64_t>(*kv_memory);
+  if (!o.weight_memory.empty()) {
+    Result<uint64_t> weight_memory = ParseByteSize(o.weight_memory);
+    if (!weight_memory.ok()) return ReportFailure(weight_memory.status().Wrap("--weight-memory"));
+    if (*weight_memory == 0) return ReportFailure(Status::InvalidArgument("--weight-memory: must be above 0"));
+    engine_options.weight_memory_bytes = static_cast<int64_t>(*weight_memory);
+  }
   Result<KvDType> kv_dtype = ParseKvDType(o.kv_dtype);
   if (!kv_dtype.ok()) return ReportFailure(kv_dtype.status().Wrap("--kv-dtype"));
   engine_options.kv_dtype = *kv_dtype;

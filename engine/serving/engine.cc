@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <map>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -122,9 +124,21 @@ struct Engine::State {
   KvLayout kv_layout;
   RoutingShape routing;          // empty for a dense model
   std::vector<int32_t> routed;   // a step's experts per row, [row][moe_layer][k]
+  std::vector<int32_t> group_routed;  // those of a step's second and later forward passes
   std::atomic<int64_t> version{0};
-  std::shared_ptr<Model> swapped;  // the weights swapped in last (the first are the caller's)
+  // The weights of `version` (the first are the caller's, not owned), and
+  // older versions that pinned sequences still run on.
+  std::shared_ptr<const Model> current;
+  std::map<int64_t, std::shared_ptr<const Model>> pinned_weights;
+  // A swap that waits for an older pinned version to be let go.
+  struct WaitingSwap {
+    std::shared_ptr<const Model> model;
+    int64_t version;
+    std::shared_ptr<std::promise<Status>> done;
+  };
+  std::optional<WaitingSwap> waiting_swap;
   uint64_t base_salt = 0;
+  int64_t weight_bytes = 0;  // one version's (Model::WeightBytes)
 
   std::mutex mu;  // guards inbox, cancels, stop, stats
   std::condition_variable cv;
@@ -170,6 +184,23 @@ struct Engine::State {
   // Marks the blocks of `seq` written by versions older than the current
   // one less reprefill_older_than for recomputing (EngineOptions).
   void PlanReprefill(Sequence* seq);
+  // Swaps in `incoming` now, or returns false (nothing changed) when that
+  // would need a third resident version.
+  Result<bool> TrySwap(const std::shared_ptr<const Model>& incoming, int64_t version);
+  // Lets go of old versions no live sequence is pinned to, then applies a
+  // waiting swap if it can run now.
+  void ReleasePinnedWeights();
+  // The version and weights a sequence runs on.
+  int64_t VersionOf(const Sequence& seq) const { return seq.pinned_version >= 0 ? seq.pinned_version : version.load(); }
+  const Model& WeightsOf(const Sequence& seq) const {
+    return seq.pinned_version >= 0 ? *pinned_weights.at(seq.pinned_version) : *current;
+  }
+  // Builds the batch of plan[begin, end) (rows appended to uses).
+  struct LogitsUse {
+    size_t item;
+    int64_t position;  // -1: sample
+  };
+  int64_t BuildBatch(const std::vector<StepScheduler::Item>& plan, size_t begin, size_t end, std::vector<LogitsUse>* uses);
   int64_t reprefill_tokens = 0;
   int64_t RoutedTokens(const Sequence& seq) const {
     return routing.empty() ? 0 : static_cast<int64_t>(seq.routing.size()) / routing.TokenBytes();
@@ -215,7 +246,7 @@ Status Engine::State::Persist(Sequence* seq) {
   snap.sequence_id = seq->id;
   snap.choice = seq->choice;
   snap.scoring = seq->scoring;
-  snap.weight_version = version.load();
+  snap.weight_version = VersionOf(*seq);
   snap.layout = kv_layout;
   snap.prompt_len = seq->prompt_len;
   snap.computed = seq->computed;
@@ -283,7 +314,7 @@ Status Engine::State::Restore(Sequence* seq) {
 }
 
 void Engine::State::PlanReprefill(Sequence* seq) {
-  if (options.reprefill_older_than < 0 || seq->scoring || seq->blocks.empty()) return;
+  if (options.reprefill_older_than < 0 || seq->scoring || seq->blocks.empty() || seq->pinned_version >= 0) return;
   const int64_t keep_from = version.load() - options.reprefill_older_than;
   const int64_t bs = kv_layout.block_size;
   int64_t first = -1, last = -1;
@@ -387,7 +418,7 @@ bool Engine::State::Append(Request* req, Sequence* seq, SampledToken token) {
   seq->tokens.push_back(id);
   e.choice = seq->choice;
   e.sequence_id = seq->id;
-  e.version = version.load();
+  e.version = VersionOf(*seq);
   e.has_token = true;
   e.token = std::move(token);
   const int64_t generated = static_cast<int64_t>(seq->tokens.size()) - seq->prompt_len;
@@ -438,6 +469,7 @@ void Engine::State::Fork(Request* req, Sequence* parent, const float* row) {
     child->hashes = parent->hashes;
     child->routing = parent->routing;
     child->cacheable = parent->cacheable;  // the prompt's KV is the parent's
+    child->pinned_version = parent->pinned_version;
     for (int32_t b : child->blocks) blocks->AddRef(b);
     scheduler->AddRunning(child.get());
     children.push_back(child.get());
@@ -449,28 +481,18 @@ void Engine::State::Fork(Request* req, Sequence* parent, const float* row) {
   }
 }
 
-void Engine::State::Step() {
-  std::vector<StepScheduler::Item> plan = scheduler->Schedule();
-  if (plan.empty()) return;
+int64_t Engine::State::BuildBatch(const std::vector<StepScheduler::Item>& plan, size_t begin, size_t end,
+                                  std::vector<LogitsUse>* uses) {
   batch.tokens.clear();
   batch.seqs.clear();
   batch.logit_rows.clear();
   batch.replay_offsets.clear();
   batch.replay_ids.clear();
-  // What each logits row is for: sampling plan item `item`, or scoring the
-  // token after `position` of it.
-  struct LogitsUse {
-    size_t item;
-    int64_t position;  // -1: sample
-  };
-  std::vector<LogitsUse> uses;
-  std::vector<int64_t> starts(plan.size());
   bool replaying = false;  // some row replays recorded routing
   int64_t reprefilled = 0;
-  for (size_t i = 0; i < plan.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     Sequence* seq = plan[i].seq;
     const int64_t start = plan[i].start;
-    starts[i] = start;
     const int64_t n = plan[i].num_tokens;
     const int64_t row0 = static_cast<int64_t>(batch.tokens.size());
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
@@ -497,15 +519,42 @@ void Engine::State::Step() {
     if (seq->scoring) {
       for (int64_t p = std::max(seq->computed, seq->prompt_len - 1); p < std::min(seq->computed + n, len - 1); ++p) {
         batch.logit_rows.push_back(row0 + p - seq->computed);
-        uses.push_back({i, p});
+        uses->push_back({i, p});
       }
     } else if (seq->computed + n == len) {
       batch.logit_rows.push_back(row0 + n - 1);
-      uses.push_back({i, -1});
+      uses->push_back({i, -1});
     }
   }
-  logits.resize(batch.logit_rows.size() * static_cast<size_t>(vocab));
-  Status st = backend->Forward(batch, logits.data(), routing.empty() ? nullptr : &routed);
+  return reprefilled;
+}
+
+void Engine::State::Step() {
+  std::vector<StepScheduler::Item> plan = scheduler->Schedule();
+  if (plan.empty()) return;
+  // Sequences pinned to older weights run in forward passes of their own,
+  // after the current version's; the kernels are batch-invariant, so the
+  // split changes no bit of anyone's logits.
+  std::stable_sort(plan.begin(), plan.end(), [](const StepScheduler::Item& a, const StepScheduler::Item& b) {
+    return a.seq->pinned_version < b.seq->pinned_version;
+  });
+  std::vector<LogitsUse> uses;  // what each logits row is for
+  std::vector<int64_t> starts(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) starts[i] = plan[i].start;
+  int64_t reprefilled = 0;
+  Status st = Status::Ok();
+  for (size_t begin = 0, end = 0; begin < plan.size() && st.ok(); begin = end) {
+    end = begin + 1;
+    while (end < plan.size() && plan[end].seq->pinned_version == plan[begin].seq->pinned_version) ++end;
+    const size_t first_use = uses.size();
+    reprefilled += BuildBatch(plan, begin, end, &uses);
+    logits.resize(uses.size() * static_cast<size_t>(vocab));
+    if (plan[begin].seq->pinned_version >= 0) backend->SetModel(WeightsOf(*plan[begin].seq));
+    std::vector<int32_t>* out = routing.empty() ? nullptr : begin == 0 ? &routed : &group_routed;
+    st = backend->Forward(batch, logits.data() + first_use * static_cast<size_t>(vocab), out);
+    if (out == &group_routed) routed.insert(routed.end(), group_routed.begin(), group_routed.end());
+  }
+  if (plan.back().seq->pinned_version >= 0) backend->SetModel(*current);  // between steps the backend runs `current`
   int64_t prompt_tokens = 0;
   for (const auto& it : plan) prompt_tokens += it.num_tokens;
   if (!st.ok()) {
@@ -529,7 +578,7 @@ void Engine::State::Step() {
       const GenerationRequest& p = req->params;
       StreamEvent e;
       e.sequence_id = seq->id;
-      e.version = version.load();
+      e.version = VersionOf(*seq);
       e.has_token = true;
       if (p.score_full_vocab) e.vocab_logprobs.resize(static_cast<size_t>(vocab));
       e.token = sampler->Score(row, p.sampling.temperature, seq->tokens[uses[k].position + 1], p.sampling.top_logprobs,
@@ -611,7 +660,9 @@ void Engine::State::Loop() {
       for (auto& fn : work) fn();
     }
     Step();
+    ReleasePinnedWeights();
     std::lock_guard<std::mutex> lock(mu);
+    stats.resident_weight_versions = 1 + static_cast<int64_t>(pinned_weights.size());
     stats.waiting = scheduler->waiting();
     stats.running = scheduler->running();
     stats.paused = static_cast<int64_t>(live.size()) - scheduler->running() - scheduler->waiting();
@@ -633,6 +684,11 @@ void Engine::State::Loop() {
   std::vector<uint64_t> ids;
   for (const auto& [id, req] : requests) ids.push_back(id);
   for (uint64_t id : ids) AbortRequest(id);
+  if (waiting_swap) {
+    waiting_swap->done->set_value(Status::Unavailable("the engine stopped before weight version " +
+                                                  std::to_string(waiting_swap->version) + " could be swapped in"));
+    waiting_swap.reset();
+  }
 }
 
 // ---- Engine --------------------------------------------------------------
@@ -658,6 +714,8 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   engine->state_ = std::make_unique<State>();
   State& s = *engine->state_;
   s.model = &model;
+  s.current = std::shared_ptr<const Model>(&model, [](const Model*) {});  // the caller's
+  s.weight_bytes = model.WeightBytes();
   s.tokenizer = tokenizer;
   s.options = options;
   s.vocab = c.vocab_size;
@@ -732,6 +790,11 @@ Result<std::shared_ptr<RequestStream>> Engine::Submit(GenerationRequest request)
   }
   for (const std::string& stop : request.stop_strings) {
     if (stop.empty()) return Status::InvalidArgument("stop: a stop string is empty");
+  }
+  if (request.pin_version && s.options.weight_memory_bytes > 0 && s.options.weight_memory_bytes < 2 * s.weight_bytes) {
+    return Status::InvalidArgument("pin_version: two resident weight versions need " +
+                                   std::to_string(2 * s.weight_bytes) + " bytes; the engine's weight memory is " +
+                                   std::to_string(s.options.weight_memory_bytes));
   }
   if ((request.return_routing || request.return_prompt_routing) && s.routing.empty()) {
     return Status::InvalidArgument(std::string(request.return_routing ? "return_routing" : "return_prompt_routing") +
@@ -916,30 +979,74 @@ Status CheckSameShapes(const Model& current, const Model& next) {
 
 }  // namespace
 
+Result<bool> Engine::State::TrySwap(const std::shared_ptr<const Model>& incoming, int64_t next) {
+  FR_RETURN_IF_ERROR(CheckSameShapes(*model, *incoming));
+  if (next <= version.load()) {
+    return Status::FailedPrecondition("weight version " + std::to_string(next) + " is not above the current " +
+                                      std::to_string(version.load()));
+  }
+  std::vector<Sequence*> pinning;  // sequences that stay on the current weights
+  for (auto& [id, seq] : live) {
+    if (seq->pinned_version < 0 && static_cast<Request*>(seq->owner)->params.pin_version) pinning.push_back(seq);
+  }
+  if (!pinning.empty() && !pinned_weights.empty()) return false;  // a third version
+  if (!pinning.empty()) pinned_weights[version.load()] = current;
+  for (Sequence* seq : pinning) seq->pinned_version = version.load();
+  // Between two steps: the next step runs every other sequence on the new weights.
+  backend->SetModel(*incoming);
+  // KV and routing written so far came from the old weights.
+  for (auto& [id, seq] : live) {
+    if (seq->computed > 0 || !seq->routing.empty() || !seq->persisted.empty() || seq->pinned_version >= 0) {
+      seq->cacheable = false;
+    }
+  }
+  model = incoming.get();
+  current = incoming;
+  version = next;
+  scheduler->set_salt(BlockManager::ChainHash(base_salt, std::span<const int32_t>(), static_cast<uint64_t>(next)));
+  scheduler->set_version(next);
+  for (auto& [id, seq] : live) PlanReprefill(seq);
+  return true;
+}
+
+void Engine::State::ReleasePinnedWeights() {
+  if (pinned_weights.empty()) return;
+  std::map<int64_t, std::shared_ptr<const Model>> used;
+  for (const auto& [id, seq] : live) {
+    if (seq->pinned_version >= 0) used[seq->pinned_version] = pinned_weights.at(seq->pinned_version);
+  }
+  pinned_weights.swap(used);
+  if (!waiting_swap) return;
+  Result<bool> swapped = TrySwap(waiting_swap->model, waiting_swap->version);
+  if (swapped.ok() && !*swapped) return;  // still waiting
+  waiting_swap->done->set_value(swapped.status());
+  waiting_swap.reset();
+}
+
 Status Engine::SwapWeights(std::unique_ptr<Model> model, int64_t version) {
   State& s = *state_;
   if (model == nullptr) return Status::InvalidArgument("no model to swap in");
-  std::shared_ptr<Model> incoming(std::move(model));
-  return RunOnLoop([&s, incoming, version]() mutable -> Status {
-    FR_RETURN_IF_ERROR(CheckSameShapes(*s.model, *incoming));
-    if (version <= s.version.load()) {
-      return Status::FailedPrecondition("weight version " + std::to_string(version) + " is not above the current " +
-                                        std::to_string(s.version.load()));
-    }
-    // Between two steps: the next step runs every sequence on the new weights.
-    s.backend->SetModel(*incoming);
-    // KV and routing written so far came from the old weights.
-    for (auto& [id, seq] : s.live) {
-      if (seq->computed > 0 || !seq->routing.empty() || !seq->persisted.empty()) seq->cacheable = false;
-    }
-    s.model = incoming.get();
-    s.swapped = incoming;
-    s.version = version;
-    s.scheduler->set_salt(BlockManager::ChainHash(s.base_salt, std::span<const int32_t>(), static_cast<uint64_t>(version)));
-    s.scheduler->set_version(version);
-    for (auto& [id, seq] : s.live) s.PlanReprefill(seq);
-    return Status::Ok();
-  });
+  std::shared_ptr<const Model> incoming(std::move(model));
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.tasks.push_back([&s, incoming, version, done] {
+      if (s.waiting_swap) {
+        done->set_value(Status::FailedPrecondition("weight version " + std::to_string(s.waiting_swap->version) +
+                                                   " is waiting for pinned sequences to end"));
+        return;
+      }
+      Result<bool> swapped = s.TrySwap(incoming, version);
+      if (swapped.ok() && !*swapped) {
+        s.waiting_swap = State::WaitingSwap{incoming, version, done};
+      } else {
+        done->set_value(swapped.status());
+      }
+    });
+  }
+  s.cv.notify_all();
+  return result.get();
 }
 
 int64_t Engine::weight_version() const { return state_->version.load(); }

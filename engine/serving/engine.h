@@ -77,6 +77,11 @@ struct EngineOptions {
   // continuation is bitwise what a fresh prefill under the new weights
   // gives. EngineStats::reprefill_tokens counts the recomputed tokens.
   int64_t reprefill_older_than = -1;
+  // Memory for resident weights. Requests that pin their version
+  // (GenerationRequest::pin_version) need room for two versions, twice
+  // Model::WeightBytes(); below that they are refused at Submit. 0: room
+  // for two.
+  int64_t weight_memory_bytes = 0;
 };
 
 struct PauseOptions {
@@ -118,6 +123,13 @@ struct GenerationRequest {
   // model computed, in order — what score_routing takes back.
   bool return_routing = false;
   bool return_prompt_routing = false;
+  // Finish on the weight version the request was admitted under: a swap
+  // moves every other sequence to the new weights and keeps the old ones
+  // resident for this request's choices until they end (their tokens and
+  // KV blocks record the old version). InvalidArgument "pin_version: ..."
+  // at Submit when EngineOptions::weight_memory_bytes has no room for two
+  // versions.
+  bool pin_version = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -168,6 +180,7 @@ struct EngineStats {
   int64_t prompt_tokens = 0, generated_tokens = 0;  // totals since start
   int64_t preemptions = 0, steps = 0;
   int64_t reprefill_tokens = 0;  // tokens recomputed by partial re-prefill (reprefill_older_than)
+  int64_t resident_weight_versions = 1;  // the current one, and an older one while pinned sequences use it
 };
 
 class Engine;
@@ -253,6 +266,14 @@ class Engine {
   // architecture, a tensor's name, shape or dtype; FailedPrecondition when
   // version is not above the current one. On error the old weights keep
   // serving.
+  //
+  // Sequences of requests with pin_version stay on the weights they were
+  // admitted under, which stay resident beside the new ones. At most two
+  // versions are resident: a swap that would need a third (sequences still
+  // pinned to an older version, and others pinned to the current one)
+  // waits, and this call with it, until the older version's sequences end
+  // (FailedPrecondition when another swap is already waiting, Unavailable
+  // when the engine stops first).
   Status SwapWeights(std::unique_ptr<Model> model, int64_t version);
   int64_t weight_version() const;
 

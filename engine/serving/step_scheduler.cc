@@ -133,7 +133,7 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
     Sequence* seq = waiting_.front();
     const int64_t bs = blocks_->block_size();
     const int64_t len = static_cast<int64_t>(seq->tokens.size());
-    if (seq->blocks.empty()) {
+    if (seq->blocks.empty() && seq->pinned_version < 0) {
       // Positions whose logits are needed are computed again: the last one,
       // or for scoring every one from the prompt's last on.
       const int64_t first_logits = seq->scoring ? seq->prompt_len - 1 : len - 1;
@@ -168,16 +168,17 @@ void StepScheduler::Commit(const std::vector<Item>& plan) {
   const int64_t bs = blocks_->block_size();
   for (const Item& it : plan) {
     Sequence* seq = it.seq;
+    const int64_t version = seq->pinned_version >= 0 ? seq->pinned_version : version_;
     if (it.reprefill) {
       // Blocks whose written part is now all rewritten hold this version's KV.
       const int64_t from = it.start / bs, upto = it.start + it.num_tokens;
       seq->reprefill_pos = upto;
       for (int64_t b = from; b * bs < upto; ++b) {
-        if (std::min((b + 1) * bs, seq->computed) <= upto) blocks_->SetVersion(seq->blocks[b], version_, false);
+        if (std::min((b + 1) * bs, seq->computed) <= upto) blocks_->SetVersion(seq->blocks[b], version, false);
       }
       continue;
     }
-    for (int64_t b = it.start / bs; b * bs < it.start + it.num_tokens; ++b) blocks_->MarkWritten(seq->blocks[b], version_);
+    for (int64_t b = it.start / bs; b * bs < it.start + it.num_tokens; ++b) blocks_->MarkWritten(seq->blocks[b], version);
     seq->computed += it.num_tokens;
     const int64_t full = seq->cacheable ? seq->computed / bs : 0;
     while (static_cast<int64_t>(seq->hashes.size()) < full) {

@@ -16,7 +16,8 @@
 // weight swap, EngineOptions::reprefill_older_than): positions
 // [reprefill_pos, reprefill_end) of its computed KV are run again, in
 // chunks, over the blocks that hold them, before it decodes further. Commit
-// records in each block the version that wrote it (BlockManager::version).
+// records in each block the version that wrote it (BlockManager::version):
+// the current one, or the version a pinned sequence runs on.
 //
 // Thread safety: none; the engine loop thread owns it.
 #pragma once
@@ -54,6 +55,11 @@ struct Sequence {
   // A partial re-prefill in progress: computed positions to run again.
   int64_t reprefill_pos = 0, reprefill_end = 0;
   bool reprefilling() const { return reprefill_pos < reprefill_end; }
+  // -1: it runs on the current weights. Else the older weight version it is
+  // pinned to (GenerationRequest::pin_version), which writes its KV; it
+  // takes nothing from the prefix cache, whose blocks are the current
+  // version's.
+  int64_t pinned_version = -1;
 };
 
 struct StepOptions {

@@ -294,6 +294,17 @@ TEST(EngineCliTest, ServeWithANegativeReprefillAgeExits2NamingIt) {
   EXPECT_NE(r.output.find("--reprefill-older-than"), std::string::npos) << r.output;
 }
 
+TEST(EngineCliTest, ServeWithABadWeightMemoryExitsNamingIt) {
+  for (const char* value : {"0", "12X"}) {
+    CommandResult r = Flashroll(std::string("serve --model models/default --port 0 --weight-memory ") + value);
+    EXPECT_NE(r.exit_code, 0) << value;
+    EXPECT_TRUE(OneLine(r.output)) << r.output;
+    EXPECT_NE(r.output.find("--weight-memory"), std::string::npos) << r.output;
+  }
+  CommandResult r = Flashroll("serve --help");
+  EXPECT_NE(r.output.find("--weight-memory"), std::string::npos) << r.output;
+}
+
 TEST(EngineCliTest, ServeWithAMissingModelExits2NamingThePath) {
   CommandResult r = Flashroll("serve --model /nonexistent/flashroll-model --port 0");
   EXPECT_EQ(r.exit_code, 2);

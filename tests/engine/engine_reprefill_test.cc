@@ -3,64 +3,24 @@
 // weights is bitwise what a fresh prefill under them gives, without the
 // option the stale KV is kept (and the continuation differs), and only the
 // blocks written by versions older than V - k are recomputed.
-#include <cstring>
-#include <map>
-
 #include <gtest/gtest.h>
 
 #include "engine/models/model.h"
 #include "engine/serving/engine.h"
 #include "tests/engine/checkpoint_fixture.h"
+#include "tests/engine/engine_fixture.h"
 
 namespace flashroll::engine {
 namespace {
 
-const Model& LoadShipped(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Model>> models;
-  auto& m = models[name];
-  if (!m) {
-    auto loaded = Model::Load("models/" + name);
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status().ToString();
-      std::abort();
-    }
-    m = std::move(*loaded);
-  }
-  return *m;
-}
-
-std::vector<int32_t> Prompt(int32_t seed, int64_t len) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(3 + (seed * 7919 + i * 104729) % 2400));
-  return p;
-}
-
-GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0.9;
-  r.sampling.seed = seed;
-  return r;
-}
-
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
-
-// models/NAME with layers 0 and 1 exchanged: the same shapes, other weights.
-std::unique_ptr<Model> OtherWeights(const std::string& name, const std::string& root) {
-  const std::string dir = root + "/" + name + "-swapped";
-  testing::CopyCheckpoint("models/" + name, dir);
-  testing::EditSafetensorsHeader(dir + "/model.safetensors", [](Json& header) {
-    for (auto& [tensor, t] : header.items()) {
-      if (tensor.rfind("model.layers.0.", 0) != 0) continue;
-      std::swap(t["data_offsets"], header["model.layers.1." + tensor.substr(15)]["data_offsets"]);
-    }
-  });
-  auto m = Model::Load(dir);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(*m) : nullptr;
-}
+using testing::Finish;
+using testing::LoadShipped;
+using testing::OtherWeights;
+using testing::Paused;
+using testing::PauseAfter;
+using testing::Prompt;
+using testing::Sampled;
+using testing::SameBits;
 
 std::unique_ptr<Engine> StartEngine(const Model& model, int64_t reprefill_older_than, std::string persist_dir = "") {
   EngineOptions o;
@@ -71,42 +31,6 @@ std::unique_ptr<Engine> StartEngine(const Model& model, int64_t reprefill_older_
   auto e = Engine::Start(model, nullptr, o);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return std::move(*e);
-}
-
-// A sample read up to a pause (in memory) that lands somewhere after its
-// `at`-th token; every token generated before the pause is read.
-struct Paused {
-  std::shared_ptr<RequestStream> stream;
-  uint64_t id = 0;
-  Choice choice;
-};
-
-void ReadToken(Paused* p, const StreamEvent& e) {
-  p->choice.tokens.push_back(e.token.token);
-  p->choice.samples.push_back(e.token);
-  p->choice.versions.push_back(e.version);
-}
-
-void PauseAfter(Engine& engine, Paused* p, size_t at, bool to_disk = false) {
-  while (p->choice.tokens.size() < at) {
-    auto e = p->stream->Next();
-    ASSERT_TRUE(e && e->has_token);
-    p->id = e->sequence_id;
-    ReadToken(p, *e);
-  }
-  ASSERT_TRUE(engine.Pause(p->id, {.to_disk = to_disk}).ok());
-  const size_t generated = static_cast<size_t>(engine.GetSequence(p->id)->generated_tokens);
-  while (p->choice.tokens.size() < generated) {
-    auto e = p->stream->Next();
-    ASSERT_TRUE(e && e->has_token);
-    ReadToken(p, *e);
-  }
-}
-
-void Finish(Paused* p) {
-  while (auto e = p->stream->Next()) {
-    if (e->has_token) ReadToken(p, *e);
-  }
 }
 
 // The logprobs of `c`'s tokens after `prompt` under the engine's current weights, from a fresh prefill.

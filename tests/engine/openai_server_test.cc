@@ -1248,12 +1248,35 @@ TEST_F(OpenAiWeightsTest, ALoadIs202ThenServesTheNewVersionAndVersionsMustRise) 
   ExpectError(Greedy({{"min_version", 9}, {"min_version_timeout_ms", 50}}), 504, "min_version");
   ExpectError(Greedy({{"min_version_timeout_ms", 50}}), 400, "min_version_timeout_ms");
   ExpectError(Greedy({{"min_version", -1}}), 400, "min_version");
+  // Room for two versions by default: a pinned request is served.
   auto pinned = Greedy({{"pin_version", true}});
-  ExpectError(pinned, 400, "pin_version");
-  EXPECT_EQ(pinned.second["error"]["message"], "pin_version: this engine keeps one resident weight version");
+  EXPECT_EQ(pinned.first, 200) << pinned.second.dump();
+  ExpectError(Greedy({{"pin_version", 1}}), 400, "pin_version");
   ExpectError(PostHere("/v1/weights", {{"path", "ckpt"}}), 400, "version");
   ExpectError(PostHere("/v1/weights", {{"path", "ckpt"}, {"version", 0}}), 400, "version");
   ExpectError(PostHere("/v1/weights", {{"version", 3}}), 400, "path");
+}
+
+TEST_F(OpenAiServerTest, APinTheWeightMemoryHasNoRoomForIsRefusedWith400) {
+  EngineOptions options;
+  options.threads = 2;
+  options.kv_memory_bytes = 32ll << 20;
+  options.weight_memory_bytes = model_->WeightBytes();  // one version
+  auto engine = Engine::Start(*model_, tokenizer_, options);
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  OpenAiServerOptions server_options;
+  server_options.port = 0;
+  server_options.model_name = kModelName;
+  auto server = OpenAiServer::Start(engine->get(), tokenizer_, server_options);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const Json body = {{"model", kModelName}, {"prompt", "hi"}, {"max_tokens", 2}, {"pin_version", true}};
+  Result<HttpResponse> reply = Client(**server).Post("/v1/completions", DumpJson(body), "application/json");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 400) << reply->body;
+  const Json error = ParseJson(reply->body).value()["error"];
+  EXPECT_EQ(error["param"], "pin_version") << error.dump();
+  EXPECT_EQ(error["message"].get<std::string>().rfind("pin_version: two resident weight versions need ", 0), 0u)
+      << error.dump();
 }
 
 TEST_F(OpenAiWeightsTest, SwappingToIdenticalWeightsChangesNoGreedyToken) {
