@@ -16,4 +16,9 @@ double LengthReward(const LengthRewardParams& params, double effort, int64_t rea
   return -std::min(params.c_max, penalty);
 }
 
+double SampleLengthReward(const LengthRewardParams& params, double effort, int64_t reasoning_tokens, bool success) {
+  if (params.success_only && !success) return 0.0;
+  return LengthReward(params, effort, reasoning_tokens);
+}
+
 }  // namespace flashroll

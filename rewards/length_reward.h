@@ -23,6 +23,12 @@ struct LengthRewardParams {
   double lambda = 0.5;
   double b_min = 1;
   double b_max = 100;
+  // Which samples pay it: every one (the report's formula), or only those
+  // the verifier accepts. With `success_only` a group that fails throughout
+  // has equal rewards and teaches nothing, where otherwise its one signal
+  // would be "reason less", which a small model follows until it stops
+  // solving anything.
+  bool success_only = false;
 };
 
 // k(b).
@@ -30,5 +36,9 @@ double LengthPenaltyScale(const LengthRewardParams& params, double effort);
 
 // r_len for `reasoning_tokens` sampled reasoning tokens at `effort`; <= 0.
 double LengthReward(const LengthRewardParams& params, double effort, int64_t reasoning_tokens);
+
+// The length part of a sample's reward: LengthReward, or 0 for a sample the
+// verifier rejected when params.success_only.
+double SampleLengthReward(const LengthRewardParams& params, double effort, int64_t reasoning_tokens, bool success);
 
 }  // namespace flashroll

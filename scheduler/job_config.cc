@@ -91,6 +91,7 @@ Schema JobConfigSchema(bool training_map) {
                                .Optional("c_max", Schema::Float(0, 100))
                                .Optional("l_norm", Schema::Float(1, 1e9))
                                .Optional("lambda", Schema::Float(0.001, 1000))
+                               .Optional("length_penalty", Schema::Enum({"all", "success"}))
                                .Optional("advantage", Schema::Enum({"grpo", "dr_grpo"}))
                                .Optional("failed", Schema::Enum({"zero_advantage", "exclude"})))
       .Optional("training", training_map ? TrainingSchema() : Schema::Enum({"none"}))
@@ -214,6 +215,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.rewards.c_max = ReadFloat(r, "c_max", c.rewards.c_max);
     c.rewards.l_norm = ReadFloat(r, "l_norm", c.rewards.l_norm);
     c.rewards.lambda = ReadFloat(r, "lambda", c.rewards.lambda);
+    c.rewards.length_penalty = ReadString(r, "length_penalty", c.rewards.length_penalty);
     c.rewards.advantage = ReadString(r, "advantage", c.rewards.advantage);
     c.rewards.failed = ReadString(r, "failed", c.rewards.failed);
   }

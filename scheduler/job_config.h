@@ -83,6 +83,7 @@ struct JobConfig {
     double c_max = 0.5;     // cap of the length penalty
     double l_norm = 1024;   // reasoning-token normaliser
     double lambda = 0.5;    // tau = lambda * (b_max - b_min)
+    std::string length_penalty = "all";     // all | success: which samples pay it (LengthRewardParams)
     std::string advantage = "grpo";         // grpo | dr_grpo
     std::string failed = "zero_advantage";  // failed samples: zero_advantage (kept) | exclude
   } rewards;

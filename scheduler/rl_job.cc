@@ -256,6 +256,7 @@ Status Job::Open() {
   length_params_.k0 = config_.rewards.k0;
   length_params_.c_max = config_.rewards.c_max;
   length_params_.l_norm = config_.rewards.l_norm;
+  length_params_.success_only = config_.rewards.length_penalty == "success";
   length_params_.lambda = config_.rewards.lambda;
   scaffold_ = FindScaffold(config_.rollout.scaffold);
   if (Status s = sandbox::ParseImage(config_.sandbox.image, &spec_); !s.ok()) return s.Wrap("sandbox.image");
@@ -474,7 +475,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
     for (uint8_t s : e.sampled) generated += s;
     const int64_t l = e.reasoning_tokens();
     const double verifier = e.verdict.success ? 1.0 : 0.0;
-    const double length = LengthReward(length_params_, ticket.effort, l);
+    const double length = SampleLengthReward(length_params_, ticket.effort, l, e.verdict.success);
     outcome.reward = verifier + length;
     outcome.reward_parts_json = nlohmann::json{{"verifier", verifier}, {"length", length}}.dump();
     outcome.reasoning_tokens = l;

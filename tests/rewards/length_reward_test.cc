@@ -56,4 +56,18 @@ TEST(LengthRewardTest, EffortScaleNotTheJobsEffortsSetsTau) {
 }
 
 }  // namespace
+TEST(LengthRewardTest, EverySamplePaysThePenaltyUnlessOnlySuccessesDo) {
+  LengthRewardParams p;
+  p.k0 = 1.0;
+  p.c_max = 1.0;
+  p.l_norm = 100;
+  const double paid = LengthReward(p, 1, 50);
+  EXPECT_DOUBLE_EQ(paid, -0.5);
+  EXPECT_DOUBLE_EQ(SampleLengthReward(p, 1, 50, true), paid);
+  EXPECT_DOUBLE_EQ(SampleLengthReward(p, 1, 50, false), paid);
+  p.success_only = true;
+  EXPECT_DOUBLE_EQ(SampleLengthReward(p, 1, 50, true), paid);
+  EXPECT_DOUBLE_EQ(SampleLengthReward(p, 1, 50, false), 0.0);
+}
+
 }  // namespace flashroll

@@ -34,6 +34,20 @@ TEST(JobConfigTest, DefaultsFillOptionalSections) {
   EXPECT_EQ(config->scheduler.group_size, JobConfig{}.scheduler.group_size);
 }
 
+TEST(JobConfigTest, LengthPenaltyOnAllOrOnlySuccessfulSamples) {
+  const std::string head = "kind: rl_job\nname: r\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n";
+  auto defaults = ParseJobConfig(*ParseYaml(head, "r.yaml"));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->rewards.length_penalty, "all");
+  auto success = ParseJobConfig(*ParseYaml(head + "rewards: {length_penalty: success}\n", "r.yaml"));
+  ASSERT_TRUE(success.ok()) << success.status().ToString();
+  EXPECT_EQ(success->rewards.length_penalty, "success");
+  auto bad = ParseJobConfig(*ParseYaml(head + "rewards: {length_penalty: failures}\n", "r.yaml"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("r.yaml:5: rewards.length_penalty: "), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(JobConfigTest, CrossFieldRuleNamesKey) {
   auto file = ParseYaml(
       "kind: rl_job\nname: t\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n"
