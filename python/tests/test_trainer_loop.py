@@ -75,10 +75,20 @@ def test_steps_publish_checkpoints_and_log(tmp_path, groups):
     # only mismatch is the trainer's fp32 arithmetic against the logged logprobs.
     assert first["mismatch_tokens"] == 4 * 19 and first["mismatch_abs"] < 1e-5
     assert first["clip_fraction"] == 0 and first["grad_norm"] > 0 and first["entropy"] > 0
-    # Step 2's batch was sampled by version 0, but the trainer holds version 1.
-    assert log[1]["mismatch_tokens"] == 0 and log[1]["mismatch_abs"] is None
+    # Step 2's batch was sampled by version 0, the trainer holds version 1:
+    # --mismatch-samples (default 2) of its samples are scored again under the
+    # kept version-0 weights.
+    assert log[1]["mismatch_tokens"] == 2 * 19 and log[1]["mismatch_abs"] < 1e-5
     assert not torch.equal(load_model(tmp_path / "ckpt" / "v000002").model.norm.weight,
                            load_model(DEFAULT_MODEL).model.norm.weight)
+
+
+def test_without_mismatch_samples_a_lagging_batch_has_no_mismatch(tmp_path, groups):
+    with FakeTrainerApi(groups[:4]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 2, "--mismatch-samples", "0")) == 0
+    log = read_log(tmp_path)
+    assert log[0]["mismatch_tokens"] == 4 * 19
+    assert log[1]["mismatch_tokens"] == 0 and log[1]["mismatch_abs"] is None
 
 
 def test_old_checkpoints_are_pruned_after_each_publish(tmp_path, groups):

@@ -23,6 +23,7 @@ where mb is a batch.TensorBatch, logp [B, T] and log_probs [B, T, V] the
 trainer's, as batch.token_logprobs gives them.
 """
 import argparse
+import copy
 import json
 import os
 import random
@@ -63,6 +64,10 @@ def arg_parser(description):
                         "each holds the weights, fp32 master weights and AdamW state)")
     p.add_argument("--micro-batch-tokens", type=int, default=8192,
                    help="padded tokens per forward pass (samples x longest)")
+    p.add_argument("--mismatch-samples", type=int, default=2,
+                   help="samples per step whose tokens of the previous version are scored again under a kept "
+                        "copy of those weights, so the mismatch is measured when the batch lags one version "
+                        "(0: only tokens of the held version count)")
     p.add_argument("--poll-timeout", type=float, default=30.0, help="seconds per lease long poll")
     p.add_argument("--log", required=True, help="JSON Lines file, one line per step (appended)")
     p.add_argument("--seed", type=int, default=0)
@@ -123,6 +128,10 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
         self.max_tokens = args.max_tokens or self.model.config.max_position_embeddings
         self.step, self.version = 0, 0
+        # The weights of version - 1 (the last step's starting point), for
+        # the mismatch of a batch sampled one version behind; None until a
+        # step has been taken in this process.
+        self.previous = None
         found = checkpoints.latest(args.checkpoint_root)
         if found:
             self._restore(*found)
@@ -173,6 +182,7 @@ class Trainer:
             sums["mismatch_tokens"] += count
             for k, v in extra.items():
                 sums[k] += float(v)
+        self._previous_version_mismatch(pairs, sums)
         masked = max(float(masked_per_sample.sum()), 1.0)
         count, gap_abs, gap = (sums.pop(k) for k in ("mismatch_tokens", "mismatch_abs", "mismatch_kl"))
         out = {"loss": sums.pop("loss"), "entropy": sums.pop("entropy") / masked,
@@ -181,6 +191,31 @@ class Trainer:
                "mismatch_tokens": int(count)}
         out.update({k: v / masked for k, v in sums.items()})  # the objective's per-token means
         return out
+
+    def _previous_version_mismatch(self, pairs, sums):
+        """Adds to sums the mismatch of up to --mismatch-samples samples' tokens
+        of version - 1, scored under the kept copy of those weights."""
+        args = self.args
+        if self.previous is None or args.mismatch_samples <= 0:
+            return
+        lagging = [pair for pair in pairs if (np.asarray(pair[1].versions) == self.version - 1).any()]
+        with torch.no_grad():
+            for chunk in micro_batches(lagging[:args.mismatch_samples], args.micro_batch_tokens):
+                mb = batch_lib.collate(chunk)
+                logp, _ = batch_lib.token_logprobs(self.previous(mb.tokens), mb.tokens, args.temperature)
+                gap_abs, gap, count = losses.mismatch_sums(logp, mb.behaviour_logprobs, mb.loss_mask, mb.versions,
+                                                           self.version - 1)
+                sums["mismatch_abs"] += gap_abs
+                sums["mismatch_kl"] += gap
+                sums["mismatch_tokens"] += count
+
+    def _keep_weights(self):
+        """Copies the weights about to be stepped away from into self.previous."""
+        if self.previous is None:
+            self.previous = copy.deepcopy(self.model)
+            self.previous.requires_grad_(False)
+        else:
+            self.previous.load_state_dict(self.model.state_dict())
 
     def run(self):
         args = self.args
@@ -208,6 +243,8 @@ class Trainer:
                     continue
                 grad_norm = torch.nn.utils.clip_grad_norm_(
                     self.model.parameters(), args.grad_clip if args.grad_clip > 0 else float("inf"))
+                if args.mismatch_samples > 0:
+                    self._keep_weights()
                 self.optimizer.step()
                 self.step += 1
                 self.version, self.next_version = self.next_version, self.next_version + 1
