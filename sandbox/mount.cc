@@ -140,14 +140,27 @@ const char* FdPath(int fd, char* buf) {
 
 ChildStatus Fail(const char* call, const MountOp& op) { return ChildStatus::Errno("mount", call, op.path.c_str()); }
 
-// Remounts the bind mount now at `path` read-only, nosuid, nodev.
-ChildStatus RemountReadOnly(int root_fd, const MountOp& op) {
+// Makes the bind mount now at `path`, and every mount beneath it, nosuid and
+// nodev, and read-only when op.read_only: a set-uid file or a device node in
+// a bound host directory, --rw ones included, gives nothing inside.
+// mount_setattr(AT_RECURSIVE) reaches the submounts a recursive bind
+// brought along, which a remount of the top mount would leave as they were.
+// A bind of one character device (/dev/null in a user namespace, where
+// mknod is not allowed, and the /dev/null masking /proc files) keeps it
+// usable: nodev would make it refuse every open.
+ChildStatus RestrictBind(int root_fd, const MountOp& op) {
   const int fd = OpenInRoot(root_fd, op.path, O_PATH);
   if (fd < 0) return Fail("openat2", op);
-  char buf[32];
-  const int rc = ::mount(nullptr, FdPath(fd, buf), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-                         nullptr);
-  const ChildStatus status = rc == 0 ? ChildStatus::Ok() : Fail("mount(MS_REMOUNT|MS_RDONLY)", op);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Fail("fstat", op);
+  }
+  struct mount_attr attr {};
+  attr.attr_set = MOUNT_ATTR_NOSUID | (S_ISCHR(st.st_mode) ? 0 : MOUNT_ATTR_NODEV) |
+                  (op.read_only ? MOUNT_ATTR_RDONLY : 0);
+  const int rc = ::mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr));
+  const ChildStatus status = rc == 0 ? ChildStatus::Ok() : Fail("mount_setattr(NOSUID|NODEV)", op);
   ::close(fd);
   return status;
 }
@@ -220,7 +233,7 @@ ChildStatus ApplyMount(int root_fd, const MountOp& op) {
     if (op.optional && err == ENOENT) return ChildStatus::Ok();
     return Fail(call, op);
   }
-  if (op.read_only) return RemountReadOnly(root_fd, op);
+  if (op.kind != MountOp::Kind::kMount) return RestrictBind(root_fd, op);
   return ChildStatus::Ok();
 }
 

@@ -49,7 +49,7 @@ struct MountOp {
   std::string fstype;
   std::string data;
   unsigned long flags = 0;  // MS_* for kMount
-  bool read_only = false;   // for binds: remount read-only, nosuid, nodev
+  bool read_only = false;   // for binds: read-only (every bind is nosuid, nodev)
   mode_t mode = 0;
   dev_t dev = 0;
   bool optional = false;  // skip when `path` or `source` does not exist

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +75,27 @@ TEST_F(SandboxSecurityTest, WritingOutsideTheWritableLayerFails) {
   char host[256] = {};
   gethostname(host, sizeof(host));
   EXPECT_NE(std::string(host), "x");
+}
+
+TEST_F(SandboxSecurityTest, SetUidFilesAndDeviceNodesInAReadWriteBindGiveNothing) {
+  char dir[] = "/tmp/flashroll-rw-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string rw = dir;
+  // A copy of id, set-uid to nobody, and a device node, made on the host.
+  std::filesystem::copy_file("/usr/bin/id", rw + "/suid-id");
+  ASSERT_EQ(chown((rw + "/suid-id").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chmod((rw + "/suid-id").c_str(), 04755), 0);
+  ASSERT_EQ(mknod((rw + "/null").c_str(), S_IFCHR | 0666, makedev(1, 3)), 0);
+  SandboxSpec spec;
+  spec.rw_paths = {rw};
+  const std::string id = CreateOrDie(spec);
+  // Without nosuid the set-uid bit would make the effective uid 65534.
+  ExecResult r = Sh(id, rw + "/suid-id -u; echo x > " + rw + "/null && echo wrote || echo refused");
+  EXPECT_EQ(r.stdout_data, "0\nrefused\n") << r.stderr_data;
+  // The bind is still writable, and /dev/null (a device itself) still works.
+  EXPECT_EQ(Sh(id, "echo y > " + rw + "/made && echo x > /dev/null && cat " + rw + "/made").stdout_data, "y\n");
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  std::filesystem::remove_all(rw);
 }
 
 TEST_F(SandboxSecurityTest, DirectoryImageStaysUntouched) {
