@@ -59,6 +59,11 @@ nlohmann::json EvalReport::ToJson() const {
   for (const auto& [name, c] : by_family) out["by_family"][name] = CountsJson(c);
   for (const auto& [effort, c] : by_effort) out["by_effort"][std::to_string(effort)] = CountsJson(c);
   for (const auto& [d, c] : by_difficulty) out["by_difficulty"][std::to_string(d)] = CountsJson(c);
+  out["episodes"] = nlohmann::json::array();
+  for (const EvalEpisode& e : episodes) {
+    out["episodes"].push_back(
+        {{"index", e.index}, {"effort", e.effort}, {"success", e.success}, {"reasoning_tokens", e.reasoning_tokens}});
+  }
   return out;
 }
 
@@ -121,12 +126,17 @@ Result<EvalReport> Evaluate(Policy& policy, const engine::Tokenizer& tokenizer,
       Add(report.by_effort[cell.effort], *episode);
       Add(report.by_difficulty[task.difficulty], *episode);
       Add(report.total, *episode);
+      int64_t reasoning = 0;
+      for (const EpisodeTurn& turn : episode->turns) reasoning += turn.reasoning_tokens;
+      report.episodes.push_back({cell.index, cell.effort, episode->verdict.success, reasoning});
       if (!episode->verdict.success && report.failures.size() < 12) {
         report.failures.push_back(task.id + " [" + cell.scaffold->name() + "]: " + episode->verdict.reason);
       }
     }
   });
   if (!first_error.ok()) return first_error;
+  std::sort(report.episodes.begin(), report.episodes.end(),
+            [](const EvalEpisode& a, const EvalEpisode& b) { return a.index < b.index; });
   return report;
 }
 

@@ -47,6 +47,16 @@ struct EvalCounts {
   double reasoning_tokens_sq = 0;  // sum over episodes of (the episode's reasoning tokens)^2, for a spread
 };
 
+// One episode's outcome. `index` names the episode within the options: the
+// same options and seed give the same task and sampling seed for an index,
+// so two evaluations of one model before and after training pair up.
+struct EvalEpisode {
+  size_t index = 0;
+  int effort = 0;
+  bool success = false;
+  int64_t reasoning_tokens = 0;
+};
+
 struct EvalReport {
   std::map<std::string, EvalCounts> by_scaffold;
   std::map<std::string, EvalCounts> by_family;
@@ -54,6 +64,7 @@ struct EvalReport {
   std::map<int, EvalCounts> by_difficulty;
   EvalCounts total;
   std::vector<std::string> failures;  // why a few episodes failed, for a human to read
+  std::vector<EvalEpisode> episodes;   // every episode that ran, by index
 
   nlohmann::json ToJson() const;
   std::string ToText() const;

@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <vector>
 
 namespace flashroll {
@@ -75,29 +76,94 @@ std::string TrainingStepsTable(const std::string& log_path) {
   return rows ? text : "";
 }
 
+namespace {
+
+// The change in success and in reasoning tokens between two evaluations of
+// one set of episodes, over the episodes of `effort` (any effort when < 0)
+// present in both: means of the per-episode differences, with their
+// standard errors. Pairing removes the spread between tasks, which the
+// independent-samples formula counts twice.
+struct PairedChange {
+  double n = 0, p0 = 0, p1 = 0, success_se = 0, r0 = 0, r1 = 0, reasoning_se = 0;
+};
+
+PairedChange Paired(const Json& before, const Json& after, int effort) {
+  std::map<int64_t, const Json*> first;
+  for (const Json& e : before) first[e.value("index", int64_t{-1})] = &e;
+  std::vector<double> ds, dr;
+  PairedChange c;
+  for (const Json& e : after) {
+    if (effort >= 0 && e.value("effort", -1) != effort) continue;
+    auto it = first.find(e.value("index", int64_t{-1}));
+    if (it == first.end()) continue;
+    const Json& b = *it->second;
+    const double s0 = b.value("success", false) ? 1 : 0, s1 = e.value("success", false) ? 1 : 0;
+    const double r0 = b.value("reasoning_tokens", 0.0), r1 = e.value("reasoning_tokens", 0.0);
+    c.p0 += s0;
+    c.p1 += s1;
+    c.r0 += r0;
+    c.r1 += r1;
+    ds.push_back(s1 - s0);
+    dr.push_back(r1 - r0);
+  }
+  c.n = static_cast<double>(ds.size());
+  if (c.n == 0) return c;
+  c.p0 /= c.n;
+  c.p1 /= c.n;
+  c.r0 /= c.n;
+  c.r1 /= c.n;
+  const auto se = [&](const std::vector<double>& d, double mean) {
+    if (d.size() < 2) return 0.0;
+    double sq = 0;
+    for (double x : d) sq += (x - mean) * (x - mean);
+    return std::sqrt(sq / (c.n - 1) / c.n);
+  };
+  c.success_se = se(ds, c.p1 - c.p0);
+  c.reasoning_se = se(dr, c.r1 - c.r0);
+  return c;
+}
+
+}  // namespace
+
 std::string EvalComparison(const Json& eval) {
   if (!eval.contains("before") || !eval.contains("after")) return "";
   const Json& before = eval["before"];
   const Json& after = eval["after"];
+  const bool paired = before.contains("episodes") && after.contains("episodes") && before["episodes"].is_array() &&
+                      after["episodes"].is_array();
   std::string text = Row("%-8s %8s %8s %8s %16s   %9s %9s %9s %22s\n", "effort", "episodes", "success", "-> after",
-                         "change (SE)", "reasoning", "-> after", "change", "95% interval");
-  auto row = [&](const std::string& name, const Json& b, const Json& a) {
-    const double n0 = Number(b, "episodes"), n1 = Number(a, "episodes");
-    const double p0 = Number(b, "success_rate"), p1 = Number(a, "success_rate");
-    const double se = std::sqrt(p0 * (1 - p0) / n0 + p1 * (1 - p1) / n1);
-    const double r0 = Number(b, "mean_reasoning_tokens"), r1 = Number(a, "mean_reasoning_tokens");
-    const double s0 = Number(b, "sd_reasoning_tokens"), s1 = Number(a, "sd_reasoning_tokens");
-    const double rse = std::sqrt(s0 * s0 / n0 + s1 * s1 / n1);
-    const double d = r1 - r0;
+                         paired ? "change (paired SE)" : "change (SE)", "reasoning", "-> after", "change",
+                         "95% interval");
+  auto line = [&](const std::string& name, const PairedChange& c) {
+    const double d = c.r1 - c.r0;
     text += Row("%-8s %8.0f %7.1f%% %7.1f%% %+7.1f%% (%4.1f%%)   %9.1f %9.1f %+9.1f   [%+8.1f, %+8.1f]\n", name.c_str(),
-                n1, 100 * p0, 100 * p1, 100 * (p1 - p0), 100 * se, r0, r1, d, d - 1.96 * rse, d + 1.96 * rse);
+                c.n, 100 * c.p0, 100 * c.p1, 100 * (c.p1 - c.p0), 100 * c.success_se, c.r0, c.r1, d,
+                d - 1.96 * c.reasoning_se, d + 1.96 * c.reasoning_se);
+  };
+  // Without per-episode outcomes: two independent samples.
+  auto unpaired = [&](const Json& b, const Json& a) {
+    PairedChange c;
+    const double n0 = Number(b, "episodes");
+    c.n = Number(a, "episodes");
+    c.p0 = Number(b, "success_rate");
+    c.p1 = Number(a, "success_rate");
+    c.success_se = std::sqrt(c.p0 * (1 - c.p0) / n0 + c.p1 * (1 - c.p1) / c.n);
+    c.r0 = Number(b, "mean_reasoning_tokens");
+    c.r1 = Number(a, "mean_reasoning_tokens");
+    const double s0 = Number(b, "sd_reasoning_tokens"), s1 = Number(a, "sd_reasoning_tokens");
+    c.reasoning_se = std::sqrt(s0 * s0 / n0 + s1 * s1 / c.n);
+    return c;
   };
   if (before.contains("by_effort") && after.contains("by_effort")) {
     for (const std::string& effort : EffortKeys(before["by_effort"])) {
-      if (after["by_effort"].contains(effort)) row("b=" + effort, before["by_effort"][effort], after["by_effort"][effort]);
+      if (!after["by_effort"].contains(effort)) continue;
+      line("b=" + effort, paired ? Paired(before["episodes"], after["episodes"], std::stoi(effort))
+                                 : unpaired(before["by_effort"][effort], after["by_effort"][effort]));
     }
   }
-  if (before.contains("total") && after.contains("total")) row("total", before["total"], after["total"]);
+  if (before.contains("total") && after.contains("total")) {
+    line("total", paired ? Paired(before["episodes"], after["episodes"], -1) : unpaired(before["total"], after["total"]));
+  }
   return text;
 }
 

@@ -18,9 +18,11 @@ namespace flashroll {
 std::string TrainingStepsTable(const std::string& log_path);
 
 // eval = {"before": EvalReport JSON, "after": ...}: per effort and in total,
-// success before and after with the change and its standard error (two
-// independent proportions), and mean reasoning tokens with the change and a
-// 95% interval. "" when either side is missing.
+// success before and after with the change and its standard error, and mean
+// reasoning tokens with the change and a 95% interval. With both sides'
+// "episodes" (the same episodes, paired by index) the errors are those of
+// the mean per-episode difference; without, of two independent samples.
+// "" when either side is missing.
 std::string EvalComparison(const Json& eval);
 
 }  // namespace flashroll

@@ -48,6 +48,15 @@ TEST(DefaultModelTest, ToolCallFormatIsValidInEveryScaffold) {
   // At least one episode in the sample solves its task: the model is not
   // just producing well-formed noise.
   EXPECT_GT(report->total.successes, 0) << report->ToText();
+  // Every episode is listed once, by index, agreeing with the counts.
+  const nlohmann::json episodes = report->ToJson()["episodes"];
+  ASSERT_EQ(episodes.size(), static_cast<size_t>(report->total.episodes));
+  int successes = 0;
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    EXPECT_EQ(episodes[i]["index"], i);
+    successes += episodes[i]["success"].get<bool>() ? 1 : 0;
+  }
+  EXPECT_EQ(successes, report->total.successes);
 }
 
 std::string ShellQuoted(const std::string& text) {

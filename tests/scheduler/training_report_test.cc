@@ -40,5 +40,31 @@ TEST(TrainingReportTest, EvalChangeWithItsStandardErrorAndInterval) {
   EXPECT_EQ(EvalComparison({{"before", eval["before"]}}), "");
 }
 
+TEST(TrainingReportTest, WithEpisodesTheChangeIsPairedByEpisode) {
+  const auto episodes = [](std::vector<int> success, std::vector<int> reasoning) {
+    Json list = Json::array();
+    for (size_t i = 0; i < success.size(); ++i) {
+      list.push_back({{"index", i}, {"effort", 1}, {"success", success[i] == 1}, {"reasoning_tokens", reasoning[i]}});
+    }
+    return list;
+  };
+  Json before = {{"by_effort", {{"1", Json::object()}}}, {"total", Json::object()},
+                 {"episodes", episodes({1, 0, 0, 1}, {100, 100, 100, 100})}};
+  Json after = {{"by_effort", {{"1", Json::object()}}}, {"total", Json::object()},
+                {"episodes", episodes({1, 1, 0, 1, 1}, {90, 80, 100, 70, 5})}};
+  // Another effort's episode counts in the total only.
+  before["episodes"].push_back({{"index", 7}, {"effort", 50}, {"success", true}, {"reasoning_tokens", 10}});
+  after["episodes"].push_back({{"index", 7}, {"effort", 50}, {"success", false}, {"reasoning_tokens", 10}});
+  const std::string text = EvalComparison({{"before", before}, {"after", after}});
+  // Index 4 has no "before": left out. Effort 1: d = 0, 1, 0, 0: +25% with
+  // SE sd(d)/sqrt(4) = 0.5/2; reasoning d = -10, -20, 0, -30: -15 with SE
+  // 12.91/2 = 6.45, so [-27.7, -2.3].
+  EXPECT_NE(text.find("paired SE"), std::string::npos) << text;
+  EXPECT_NE(text.find("b=1             4    50.0%    75.0%   +25.0% (25.0%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("[   -27.7,     -2.3]"), std::string::npos) << text;
+  // Total: d = 0, 1, 0, 0, -1: mean 0, sd sqrt(2/4), SE 0.316.
+  EXPECT_NE(text.find("total           5    60.0%    60.0%    +0.0% (31.6%)"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace flashroll
