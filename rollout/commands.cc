@@ -115,7 +115,7 @@ int RunEval(const std::vector<std::string>& args) {
   int64_t per_cell = 4, seed = 1000, threads = 2, max_turns = 8, min_difficulty = 1,
           max_difficulty = kMaxDifficulty;
   double temperature = 0.7;
-  bool json = false;
+  bool json = false, unenforced = false;
   FlagParser flags("flashroll eval --model PATH [flags]",
                    "Runs the model as an agent on fresh task instances in every scaffold and at every "
                    "effort, each episode in its own sandbox, and reports tool-call format validity, "
@@ -133,6 +133,8 @@ int RunEval(const std::vector<std::string>& args) {
   flags.Int("--threads", &threads, "episodes run at once (default 2)");
   flags.String("--image", &image, "sandbox image: host, busybox or a directory (default host)");
   flags.Bool("--json", &json, "print the report as JSON");
+  flags.Bool("--allow-unenforced-limits", &unenforced,
+             "without root (no cgroups), run the episodes without their 512M memory and 128 pids limits");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (model_path.empty()) return ReportFailure(Status::InvalidArgument("--model: required"));
   if (per_cell < 1 || threads < 1 || max_turns < 1) {
@@ -181,7 +183,9 @@ int RunEval(const std::vector<std::string>& args) {
   if (!model.ok()) return ReportFailure(model.status());
   auto tokenizer = engine::LoadModelTokenizer(**model);
   if (!tokenizer.ok()) return ReportFailure(tokenizer.status());
-  auto manager = sandbox::Manager::Open();
+  sandbox::Manager::Options manager_options;
+  manager_options.allow_unenforced_limits = unenforced;
+  auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("eval needs sandboxes"));
   engine::EngineOptions engine_options;
   engine_options.max_running = std::max<int64_t>(threads, 1);

@@ -42,6 +42,7 @@ int RunCommand(const std::vector<std::string>& args) {
   std::vector<std::string> allow, rw, command;
   int64_t pids = 0;
   double cpus = 0;
+  bool unenforced = false;
   FlagParser flags("flashroll sandbox run [flags] -- CMD ARGS...",
                    "Runs CMD in a fresh sandbox with stdin, stdout and stderr passed through, and exits with its "
                    "exit code (124 on timeout, 137 when killed for memory). Nothing is left behind.");
@@ -57,6 +58,8 @@ int RunCommand(const std::vector<std::string>& args) {
   flags.String("--timeout", &timeout, "kill the command after this long, e.g. 10s (exit 124)");
   flags.List("--rw", &rw, "host path bound read-write at the same path (repeatable)");
   flags.String("--seccomp", &seccomp, "default or a JSON seccomp profile file (Docker's format, a subset)");
+  flags.Bool("--allow-unenforced-limits", &unenforced,
+             "without root (no cgroups), run with --memory/--pids/--cpus/--cpuset unenforced instead of refusing");
   flags.Positional("CMD", &command, "the command and its arguments");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (command.empty()) return ReportFailure(Status::InvalidArgument("sandbox run: missing CMD (see --help)"));
@@ -103,7 +106,9 @@ int RunCommand(const std::vector<std::string>& args) {
   sandbox::UniqueFd stop_fd(::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!stop_fd.valid()) return ReportFailure(Status::FromErrno(errno, "sandbox run: signalfd"));
 
-  auto manager = sandbox::Manager::Open();
+  sandbox::Manager::Options manager_options;
+  manager_options.allow_unenforced_limits = unenforced;
+  auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("sandbox run"));
   auto id = (*manager)->Create(spec);
   if (!id.ok()) return ReportFailure(id.status().Wrap("sandbox run"));
@@ -145,6 +150,7 @@ Status ParseListen(const std::string& text, std::string* host, int* port) {
 int RunDaemon(const std::vector<std::string>& args) {
   std::string listen = "127.0.0.1:7070", token_file;
   int64_t warm_pool = 0, netns_pool = sandbox::Manager::Options().netns_pool;
+  bool unenforced = false;
   FlagParser flags("flashroll sandboxd --listen HOST:PORT --token-file F",
                    "Serves the sandbox node agent's HTTP API until SIGINT or SIGTERM, then destroys every "
                    "sandbox it created. Port 0 picks a free port (printed on stdout).");
@@ -152,6 +158,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   flags.String("--token-file", &token_file, "file holding the bearer token clients must send (required)");
   flags.Int("--warm-pool", &warm_pool, "pre-started sandboxes kept per built-in image (default 0)");
   flags.Int("--netns-pool", &netns_pool, "fresh network namespaces made ahead of time (default 8; 0: none)");
+  flags.Bool("--allow-unenforced-limits", &unenforced,
+             "without root (no cgroups), create sandboxes whose limits cannot be enforced instead of refusing them");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (warm_pool < 0 || netns_pool < 0) {
     return ReportFailure(Status::InvalidArgument("sandboxd: --warm-pool and --netns-pool must be >= 0"));
@@ -172,6 +180,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   sandbox::Manager::Options manager_options;
   manager_options.warm_pool = static_cast<int>(warm_pool);
   manager_options.netns_pool = static_cast<int>(netns_pool);
+  manager_options.allow_unenforced_limits = unenforced;
   auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("sandboxd"));
   sandbox::api::SandboxServer server(manager->get(), options);

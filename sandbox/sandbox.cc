@@ -115,6 +115,7 @@ struct Manager::Impl {
   int warm_pool = 0;            // constant after Open
   std::unique_ptr<NetnsPool> netns_pool;  // null without root or when off; set in Open
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
+  bool allow_unenforced_limits = false;
   EventLog events;
   std::unique_ptr<CrashWatcher> watcher;  // set in Open
 
@@ -296,6 +297,7 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
   if (options.reclaim_leftovers && !impl->user_namespace) {
     FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());
   }
+  impl->allow_unenforced_limits = options.allow_unenforced_limits;
   impl->warm_pool = std::max(0, options.warm_pool);
   if (options.netns_pool > 0 && !impl->user_namespace) {
     impl->netns_pool = std::make_unique<NetnsPool>(static_cast<size_t>(options.netns_pool));
@@ -319,6 +321,18 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
     if (it != impl_->by_client_key.end()) return it->second;
   }
   FR_RETURN_IF_ERROR(ValidateSpec(spec));
+  if (impl_->user_namespace && !impl_->allow_unenforced_limits) {
+    const std::pair<const char*, bool> limits[] = {{"memory", spec.memory_bytes > 0},
+                                                   {"pids", spec.pids > 0},
+                                                   {"cpus", spec.cpus > 0},
+                                                   {"cpuset", !spec.cpuset.empty()}};
+    for (const auto& [field, set] : limits) {
+      if (!set) continue;
+      return Status::FailedPrecondition(std::string(field) +
+                                        ": this manager runs without root and has no cgroups to enforce it; drop the "
+                                        "limit, or allow unenforced limits (--allow-unenforced-limits)");
+    }
+  }
   std::shared_ptr<Sandbox> sb = impl_->TakeFromPool(spec);
   if (sb != nullptr) {
     if (Status applied = sb->cgroup->ApplyLimits(LimitsOf(spec)); !applied.ok()) {

@@ -90,11 +90,15 @@ class Manager {
     // sandboxes without --net policy, which then skip the 0.3 ms a new one
     // costs in clone3. 0: each sandbox clones its own. Root only.
     int netns_pool = 8;
+    // Without root there are no cgroups: a spec with a memory, pids, cpus
+    // or cpuset limit is refused at Create (naming the field) unless this
+    // is set, when it runs without them.
+    bool allow_unenforced_limits = false;
   };
 
   // Detects the cgroup layout and reclaims leftovers. Without root, falls
   // back to user namespaces without resource limits (logged once per
-  // process; cgroup_layout() is then "none"). Returns kFailedPrecondition
+  // process; cgroup_layout() is then "none"; Options::allow_unenforced_limits). Returns kFailedPrecondition
   // when the kernel lacks what sandboxes need.
   static Result<std::unique_ptr<Manager>> Open(const Options& options);
   static Result<std::unique_ptr<Manager>> Open() { return Open(Options()); }

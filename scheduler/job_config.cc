@@ -73,7 +73,8 @@ Schema JobConfigSchema(bool training_map) {
                                .Optional("memory", Schema::ByteSize(4ull << 20))
                                .Optional("pids", Schema::Int(1, 1'000'000))
                                .Optional("cpus", Schema::Float(0.01, 1024))
-                               .Optional("timeout", Schema::Duration(1)))
+                               .Optional("timeout", Schema::Duration(1))
+                               .Optional("allow_unenforced_limits", Schema::Bool()))
       .Optional("scheduler", Schema::Map()
                                  .Optional("group_size", Schema::Int(1, 1024))
                                  .Optional("max_in_flight", Schema::Int(1, 1'000'000))
@@ -181,6 +182,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.sandbox.memory_bytes = ReadByteSize(s, "memory", c.sandbox.memory_bytes);
     c.sandbox.pids = ReadInt(s, "pids", c.sandbox.pids);
     c.sandbox.cpus = ReadFloat(s, "cpus", c.sandbox.cpus);
+    c.sandbox.allow_unenforced_limits = ReadBool(s, "allow_unenforced_limits", c.sandbox.allow_unenforced_limits);
     c.sandbox.exec_timeout = ReadDuration(s, "timeout", c.sandbox.exec_timeout);
   }
   if (const YAML::Node s = root["scheduler"]; s.IsDefined() && s.IsMap()) {

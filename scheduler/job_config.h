@@ -62,6 +62,7 @@ struct JobConfig {
     int64_t pids = 64;
     double cpus = 0.5;
     std::chrono::milliseconds exec_timeout{10000};
+    bool allow_unenforced_limits = false;  // without root: run without the limits (Manager::Options)
   } sandbox;
 
   struct Scheduler {

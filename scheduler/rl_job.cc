@@ -361,7 +361,9 @@ Status Job::Open() {
       log::Info("resumed on published weights", {{"checkpoint", latest->first}, {"version", std::to_string(latest->second)}});
     }
   }
-  auto manager = sandbox::Manager::Open();
+  sandbox::Manager::Options sandbox_options;
+  sandbox_options.allow_unenforced_limits = config_.sandbox.allow_unenforced_limits;
+  auto manager = sandbox::Manager::Open(sandbox_options);
   if (!manager.ok()) return manager.status().Wrap("the job's sandboxes");
   manager_ = std::move(*manager);
 

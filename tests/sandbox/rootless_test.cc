@@ -1,5 +1,5 @@
 // Without root the manager falls back to user namespaces without resource
-// limits. Run as `nobody` in a forked child; skipped when the kernel does
+// limits, and refuses a spec with limits unless told to run without them. Run as `nobody` in a forked child; skipped when the kernel does
 // not let unprivileged users create user namespaces.
 #include <gtest/gtest.h>
 #include <grp.h>
@@ -48,12 +48,31 @@ int AsNobody(const std::function<int(int out)>& body, std::string* output) {
 
 void Say(int fd, const std::string& text) { (void)!write(fd, text.data(), text.size()); }
 
-TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimits) {
+TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimitsOnlyWhenAllowed) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
   std::string output;
   const int rc = AsNobody(
       [](int out) {
-        auto manager = Manager::Open();
+        // A limit it cannot enforce is refused, naming the field...
+        auto strict = Manager::Open();
+        if (!strict.ok()) {
+          Say(out, "open: " + strict.status().ToString());
+          return 1;
+        }
+        for (int field = 0; field < 4; ++field) {
+          SandboxSpec limited;
+          if (field == 0) limited.memory_bytes = 64 << 20;
+          if (field == 1) limited.pids = 10;
+          if (field == 2) limited.cpus = 0.5;
+          if (field == 3) limited.cpuset = "0";
+          auto refused = (*strict)->Create(limited);
+          Say(out, refused.ok() ? "accepted\n" : refused.status().message().substr(0, refused.status().message().find(':')) + " refused\n");
+        }
+        strict->reset();
+        // ... unless the manager is told to run without them.
+        Manager::Options options;
+        options.allow_unenforced_limits = true;
+        auto manager = Manager::Open(options);
         if (!manager.ok()) {
           Say(out, "open: " + manager.status().ToString());
           return 1;
@@ -90,6 +109,7 @@ TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimits) {
   if (rc == kSkip) GTEST_SKIP() << "the kernel forbids unprivileged user namespaces";
   ASSERT_EQ(rc, 0) << output;
   EXPECT_EQ(output,
+            "memory refused\npids refused\ncpus refused\ncpuset refused\n"
             "layout=none\n"
             "0\n"
             "sandbox\n"

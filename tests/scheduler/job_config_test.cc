@@ -48,6 +48,19 @@ TEST(JobConfigTest, LengthPenaltyOnAllOrOnlySuccessfulSamples) {
       << bad.status().message();
 }
 
+TEST(JobConfigTest, UnenforcedSandboxLimitsAreAllowedOnlyWhenAsked) {
+  const std::string head = "kind: rl_job\nname: r\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n";
+  auto defaults = ParseJobConfig(*ParseYaml(head, "r.yaml"));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_FALSE(defaults->sandbox.allow_unenforced_limits);
+  auto allowed = ParseJobConfig(*ParseYaml(head + "sandbox: {allow_unenforced_limits: true}\n", "r.yaml"));
+  ASSERT_TRUE(allowed.ok()) << allowed.status().ToString();
+  EXPECT_TRUE(allowed->sandbox.allow_unenforced_limits);
+  auto bad = ParseJobConfig(*ParseYaml(head + "sandbox: {allow_unenforced_limits: maybe}\n", "r.yaml"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sandbox.allow_unenforced_limits"), std::string::npos) << bad.status().message();
+}
+
 TEST(JobConfigTest, CrossFieldRuleNamesKey) {
   auto file = ParseYaml(
       "kind: rl_job\nname: t\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n"
