@@ -20,6 +20,11 @@ from torch import nn
 
 from flashroll import safetensors_io
 
+try:
+    from torch.func import functional_call
+except ImportError:  # PyTorch < 2.0 (Debian 12's 1.13)
+    from torch.nn.utils.stateless import functional_call
+
 
 @dataclass
 class Config:
@@ -269,6 +274,28 @@ def load_model(model_dir, dtype=torch.float32):
                              f"the config implies {list(expected[name].shape)}")
     model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()})
     return model.to(dtype)
+
+
+def stored_dtypes(model_dir):
+    """{tensor name: the torch dtype model_dir's safetensors store it in}."""
+    dtypes = {}
+    for path in weight_files(model_dir):
+        header, _, _ = safetensors_io.read_header(path)
+        dtypes.update({name: safetensors_io.DTYPES[info["dtype"]] for name, info in header.items()})
+    return dtypes
+
+
+def forward_as_stored(model, tokens, dtypes):
+    """model(tokens) with every parameter rounded to its dtype in `dtypes` (what
+    save_checkpoint writes, so what the engine serves), the gradient passed
+    straight through to the unrounded master weights. Trained on its master
+    weights alone, an fp32 model scores the engine's bf16 samples with other
+    weights than sampled them: the mismatch then grows with every step."""
+    rounded = {}
+    for name, p in model.named_parameters():
+        dtype = dtypes.get(name, p.dtype)
+        rounded[name] = p if dtype == p.dtype else p + (p.detach().to(dtype).to(p.dtype) - p.detach())
+    return functional_call(model, rounded, (tokens,))
 
 
 def save_checkpoint(model, src_dir, out_dir, dtype=None):

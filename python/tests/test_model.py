@@ -7,7 +7,7 @@ import torch
 
 from conftest import DEFAULT_MODEL, MOE_MODEL
 from flashroll import safetensors_io
-from flashroll.model import load_model, read_config, save_checkpoint
+from flashroll.model import forward_as_stored, load_model, read_config, save_checkpoint, stored_dtypes
 
 # 80 tokens below both models' vocab_size (2487).
 TOKENS = np.random.RandomState(0).randint(0, 2487, size=80).tolist()
@@ -66,3 +66,26 @@ def test_save_refuses_a_layout_change(tmp_path):
         save_checkpoint(model, DEFAULT_MODEL, tmp_path)
     with pytest.raises(ValueError, match="stores BF16, asked for torch.float32"):
         save_checkpoint(load_model(DEFAULT_MODEL), DEFAULT_MODEL, tmp_path, torch.float32)
+
+
+def test_forward_as_stored_is_the_saved_checkpoints_forward_with_straight_through_gradients(tmp_path):
+    model = load_model(DEFAULT_MODEL)
+    with torch.no_grad():  # master weights off the bf16 grid, as training leaves them
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 1e-3)
+    save_checkpoint(model, DEFAULT_MODEL, tmp_path)
+    tokens = torch.tensor([TOKENS[:40]])
+    dtypes = stored_dtypes(DEFAULT_MODEL)
+    assert set(dtypes.values()) == {torch.bfloat16}
+    stored = forward_as_stored(model, tokens, dtypes)
+    with torch.no_grad():
+        served = load_model(tmp_path)(tokens)
+        master = model(tokens)
+    # The same weights as the checkpoint the engine would load; the master
+    # weights' forward is measurably elsewhere.
+    assert torch.allclose(stored, served, atol=1e-5, rtol=0)
+    assert (master - served).abs().max() > 1e-3
+    # d(sum)/d(master weight) flows straight through the rounding.
+    stored.sum().backward()
+    grad = model.model.norm.weight.grad
+    assert grad is not None and grad.abs().sum() > 0

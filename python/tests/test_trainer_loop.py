@@ -79,8 +79,9 @@ def test_steps_publish_checkpoints_and_log(tmp_path, groups):
     # --mismatch-samples (default 2) of its samples are scored again under the
     # kept version-0 weights.
     assert log[1]["mismatch_tokens"] == 2 * 19 and log[1]["mismatch_abs"] < 1e-5
-    assert not torch.equal(load_model(tmp_path / "ckpt" / "v000002").model.norm.weight,
-                           load_model(DEFAULT_MODEL).model.norm.weight)
+    # The published weights moved (in bf16, where two small steps move only some elements).
+    trained, initial = load_model(tmp_path / "ckpt" / "v000002").state_dict(), load_model(DEFAULT_MODEL).state_dict()
+    assert any(not torch.equal(trained[name], initial[name]) for name in initial)
 
 
 def test_without_mismatch_samples_a_lagging_batch_has_no_mismatch(tmp_path, groups):

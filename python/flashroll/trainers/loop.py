@@ -37,7 +37,7 @@ import torch
 from flashroll import batch as batch_lib
 from flashroll import checkpoints, losses
 from flashroll.client import ApiError, LeaseExpired, QueueClosed, TrainerClient
-from flashroll.model import load_model
+from flashroll.model import forward_as_stored, load_model, stored_dtypes
 
 
 def arg_parser(description):
@@ -68,6 +68,10 @@ def arg_parser(description):
                    help="samples per step whose tokens of the previous version are scored again under a kept "
                         "copy of those weights, so the mismatch is measured when the batch lags one version "
                         "(0: only tokens of the held version count)")
+    p.add_argument("--forward-weights", choices=["stored", "master"], default="stored",
+                   help="stored: the forward rounds each weight to the dtype the checkpoint stores (the weights "
+                        "the engine samples with; gradients reach the fp32 master weights straight through); "
+                        "master: the fp32 master weights as they are")
     p.add_argument("--poll-timeout", type=float, default=30.0, help="seconds per lease long poll")
     p.add_argument("--log", required=True, help="JSON Lines file, one line per step (appended)")
     p.add_argument("--seed", type=int, default=0)
@@ -125,6 +129,7 @@ class Trainer:
         self.args, self.objective = args, objective
         self.client = TrainerClient(args.api, read_token(args.token_file))
         self.model = load_model(args.model, torch.float32)
+        self.dtypes = stored_dtypes(args.model) if args.forward_weights == "stored" else {}
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
         self.max_tokens = args.max_tokens or self.model.config.max_position_embeddings
         self.step, self.version = 0, 0
@@ -169,7 +174,8 @@ class Trainer:
         at = 0
         for chunk in micro_batches(pairs, args.micro_batch_tokens):
             mb = batch_lib.collate(chunk)
-            logp, log_probs = batch_lib.token_logprobs(self.model(mb.tokens), mb.tokens, args.temperature)
+            logp, log_probs = batch_lib.token_logprobs(self._forward(self.model, mb.tokens), mb.tokens,
+                                                       args.temperature)
             loss, extra = self.objective.loss(mb, logp, log_probs, contexts[at:at + len(chunk)], denominator)
             loss.backward()
             at += len(chunk)
@@ -192,6 +198,11 @@ class Trainer:
         out.update({k: v / masked for k, v in sums.items()})  # the objective's per-token means
         return out
 
+    def _forward(self, model, tokens):
+        """Logits of `model` (the trained one or the kept previous weights) as
+        --forward-weights says."""
+        return forward_as_stored(model, tokens, self.dtypes) if self.dtypes else model(tokens)
+
     def _previous_version_mismatch(self, pairs, sums):
         """Adds to sums the mismatch of up to --mismatch-samples samples' tokens
         of version - 1, scored under the kept copy of those weights."""
@@ -202,7 +213,8 @@ class Trainer:
         with torch.no_grad():
             for chunk in micro_batches(lagging[:args.mismatch_samples], args.micro_batch_tokens):
                 mb = batch_lib.collate(chunk)
-                logp, _ = batch_lib.token_logprobs(self.previous(mb.tokens), mb.tokens, args.temperature)
+                logp, _ = batch_lib.token_logprobs(self._forward(self.previous, mb.tokens), mb.tokens,
+                                                   args.temperature)
                 gap_abs, gap, count = losses.mismatch_sums(logp, mb.behaviour_logprobs, mb.loss_mask, mb.versions,
                                                            self.version - 1)
                 sums["mismatch_abs"] += gap_abs
