@@ -469,7 +469,9 @@ std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out) {
   if (auto e = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return e;
   out->top_logprobs = static_cast<int32_t>(top);
   if (auto e = ReadBool(body, "full_vocab", &out->full_vocab)) return e;
-  if (const Json* routing = Find(body, "routing"); routing != nullptr && !routing->is_null()) {
+  const Json* routing = Find(body, "routing");
+  out->routing_given = routing != nullptr;
+  if (routing != nullptr) {
     auto not_array = [](const std::string& path, const Json& j) {
       return InvalidRequest("routing", path + ": expected an array, got " + j.type_name());
     };

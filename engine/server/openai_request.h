@@ -103,9 +103,11 @@ struct ScoreRequest {
   bool full_vocab = false;                // the whole log-softmax per token (f32 only)
   ScoreFormat format = ScoreFormat::kJson;
   // MoE models: the experts to score with, [token][moe_layer][k], for
-  // prompt_token_ids then token_ids (all, or all but the last); empty: the
-  // router picks. Read here as arrays of arrays of non-negative ints; their
-  // lengths are checked by the server, which knows the model.
+  // prompt_token_ids then token_ids (all, or all but the last). Read here
+  // as arrays of arrays of non-negative ints; their lengths are checked by
+  // the server, which knows the model. Without "routing" (routing_given
+  // false) the router picks; an empty one is a routing of the wrong length.
+  bool routing_given = false;
   std::vector<std::vector<std::vector<int32_t>>> routing;
 };
 

@@ -648,7 +648,7 @@ Result<StreamResponse> OpenAiServer::Impl::Score(const HttpRequest& http_request
   }
 
   GenerationRequest generation;
-  if (!request.routing.empty()) {
+  if (request.routing_given) {
     const RoutingShape shape = engine->model().routing_shape();
     const int64_t given = static_cast<int64_t>(request.routing.size());
     const int64_t all = prompt_tokens + scored_tokens;

@@ -84,10 +84,11 @@
 // weights are the router's probabilities of those experts, renormalised as
 // the model's norm_topk_prob says), so scoring a sample with its returned
 // routing gives bitwise the logprobs generation recorded. A routing of
-// another length, or a token or layer of another size, is a 400 naming
-// "routing" with the position ("routing[3]: 5 layers, the model has 6 MoE
-// layers"); so is an expert out of range or repeated ("routing[3][1]: expert
-// 9 out of range [0, 8)"), and any routing on a dense model. Request bodies are read in
+// another length (an empty one included), or a token or layer of another
+// size, is a 400 naming "routing" with the position ("routing[3]: 5 layers,
+// the model has 6 MoE layers"); so is an expert out of range or repeated
+// ("routing[3][1]: expert 9 out of range [0, 8)"), and any routing on a
+// dense model. Request bodies are read in
 // openai_request.h; every error is an OpenAI-style JSON body (ApiError) with
 // a 4xx/5xx status, never a dropped connection (except a stream cut by the
 // client, or a body cut because the engine failed after the status line).

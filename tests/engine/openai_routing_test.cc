@@ -195,6 +195,9 @@ TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobs
   ExpectError(Post("/v1/score", bad), 400, "routing", "routing[4][0][0] = -1 is not an expert id");
   bad["routing"] = 5;
   ExpectError(Post("/v1/score", bad), 400, "routing", "expected an array");
+  // An empty routing is one of the wrong length, not none.
+  bad["routing"] = Json::array();
+  ExpectError(Post("/v1/score", bad), 400, "routing", "0 tokens of routing for 36 tokens");
 }
 
 }  // namespace
