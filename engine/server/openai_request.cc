@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/base64.h"
 #include "common/http.h"
 
 namespace flashroll::engine {
@@ -201,6 +202,15 @@ std::optional<ApiError> ReadGenerationParams(const Json& body, bool chat, Genera
   if (auto e = ReadBool(body, "return_routing", &p->return_routing)) return e;
   if (p->return_routing && p->stream) {
     return InvalidRequest("return_routing", "not with \"stream\": true (the routing comes with the whole reply)");
+  }
+  if (Find(body, "routing_format") != nullptr) {
+    std::string format;
+    if (auto e = ReadString(body, "routing_format", &format)) return e;
+    if (format != "json" && format != "binary") {
+      return InvalidRequest("routing_format", "expected \"json\" or \"binary\", got \"" + format + "\"");
+    }
+    if (!p->return_routing) return InvalidRequest("routing_format", "needs \"return_routing\": true");
+    p->routing_binary = format == "binary";
   }
 
   int64_t version = 0;
@@ -469,11 +479,20 @@ std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out) {
   if (auto e = ReadInt(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return e;
   out->top_logprobs = static_cast<int32_t>(top);
   if (auto e = ReadBool(body, "full_vocab", &out->full_vocab)) return e;
-  if (const Json* routing = Find(body, "routing"); routing != nullptr && !routing->is_null()) {
+  const Json* routing = Find(body, "routing");
+  out->routing_given = routing != nullptr;
+  if (routing != nullptr && routing->is_string()) {
+    Result<std::vector<uint8_t>> packed = Base64Decode(routing->get_ref<const std::string&>());
+    if (!packed.ok()) return InvalidRequest("routing", "not base64: " + packed.status().message());
+    out->routing_binary = true;
+    out->routing_packed = std::move(packed).value();
+  } else if (routing != nullptr) {
+    if (!routing->is_array()) {
+      return InvalidRequest("routing", std::string("expected an array or a base64 string, got ") + routing->type_name());
+    }
     auto not_array = [](const std::string& path, const Json& j) {
       return InvalidRequest("routing", path + ": expected an array, got " + j.type_name());
     };
-    if (!routing->is_array()) return not_array("routing", *routing);
     out->routing.resize(routing->size());
     for (size_t t = 0; t < routing->size(); ++t) {
       const Json& layers = (*routing)[t];
@@ -495,6 +514,13 @@ std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out) {
         }
       }
     }
+  }
+  int64_t id_bytes = 0;
+  bool id_bytes_present = false;
+  if (auto e = ReadInt(body, "routing_id_bytes", 1, 2, &id_bytes, &id_bytes_present)) return e;
+  if (id_bytes_present) {
+    if (!out->routing_binary) return InvalidRequest("routing_id_bytes", "only with \"routing\" as a base64 string");
+    out->routing_id_bytes = id_bytes;
   }
   std::string format = "json";
   if (auto e = ReadString(body, "format", &format)) return e;

@@ -64,8 +64,10 @@ struct GenerationParams {
   bool ignore_eos = false;        // vLLM's extension
   std::vector<int32_t> stop_token_ids;  // vLLM's extension: a choice ends at any of these (kept)
   // Flashroll's, MoE models, not with stream: each choice's "routing", the
-  // experts of every token the model computed (openai_server.h).
+  // experts of every token the model computed (openai_server.h), as nested
+  // JSON arrays or (routing_format "binary") one base64 string.
   bool return_routing = false;
+  bool routing_binary = false;
   // Flashroll's: submit only once the engine serves weight version
   // min_version or later, waiting at most min_version_timeout (forever when
   // absent, or until the server stops).
@@ -103,10 +105,19 @@ struct ScoreRequest {
   bool full_vocab = false;                // the whole log-softmax per token (f32 only)
   ScoreFormat format = ScoreFormat::kJson;
   // MoE models: the experts to score with, [token][moe_layer][k], for
-  // prompt_token_ids then token_ids (all, or all but the last); empty: the
-  // router picks. Read here as arrays of arrays of non-negative ints; their
-  // lengths are checked by the server, which knows the model.
+  // prompt_token_ids then token_ids (all, or all but the last). Read here
+  // as arrays of arrays of non-negative ints; their lengths are checked by
+  // the server, which knows the model. Without "routing" (routing_given
+  // false) the router picks; an empty one is a routing of the wrong length.
+  bool routing_given = false;
   std::vector<std::vector<std::vector<int32_t>>> routing;
+  // "routing" given as a base64 string instead: the decoded bytes, packed as
+  // return_routing's binary form (openai_server.h), and "routing_id_bytes"
+  // if given (1 or 2). The server checks both against the model's routing
+  // shape and unpacks them into `routing`.
+  bool routing_binary = false;
+  std::vector<uint8_t> routing_packed;
+  std::optional<int64_t> routing_id_bytes;
 };
 
 // POST /v1/weights: load the checkpoint directory `path` (relative to the

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <optional>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "common/strings.h"
+#include "engine/models/routing.h"
 #include "engine/server/choice_text.h"
 #include "engine/server/openai_request.h"
 #include "engine/server/openai_response.h"
@@ -135,6 +137,18 @@ Json RoutingJson(const std::vector<std::vector<int32_t>>& routing, int64_t k) {
   }
   return tokens;
 }
+
+// return_routing's binary form: the [token][moe_layer * k] ids packed as
+// the engine keeps them (routing.h), in base64.
+std::string RoutingBase64(const std::vector<std::vector<int32_t>>& routing, const RoutingShape& shape) {
+  std::vector<uint8_t> packed;
+  packed.reserve(routing.size() * static_cast<size_t>(shape.TokenBytes()));
+  for (const std::vector<int32_t>& ids : routing) PackRouting(shape, ids.data(), &packed);
+  return Base64Encode(packed);
+}
+
+// "1 byte", "12 bytes".
+std::string ByteCount(int64_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); }
 
 // A sequence id as clients see it: a string of decimal digits.
 std::string SequenceIdString(uint64_t id) { return std::to_string(id); }
@@ -598,7 +612,14 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
           choice["token_ids"] = TokenIdsJson(s.tokens);
           choice["token_versions"] = s.versions;
         }
-        if (p.return_routing) choice["routing"] = RoutingJson(s.routing, engine->model().routing_shape().k);
+        if (p.return_routing && p.routing_binary) {
+          const RoutingShape shape = engine->model().routing_shape();
+          choice["routing"] = RoutingBase64(s.routing, shape);
+          choice["routing_shape"] = {static_cast<int64_t>(s.routing.size()), shape.moe_layers, shape.k};
+          choice["routing_id_bytes"] = shape.IdBytes();
+        } else if (p.return_routing) {
+          choice["routing"] = RoutingJson(s.routing, engine->model().routing_shape().k);
+        }
         list.push_back(std::move(choice));
       }
       Json j = {{"id", job.id}, {"object", object}, {"created", job.created}, {"model", options.model_name},
@@ -648,11 +669,40 @@ Result<StreamResponse> OpenAiServer::Impl::Score(const HttpRequest& http_request
   }
 
   GenerationRequest generation;
-  if (!request.routing.empty()) {
-    const RoutingShape shape = engine->model().routing_shape();
+  const RoutingShape shape = engine->model().routing_shape();
+  if (request.routing_given && shape.empty()) {
+    return Fail(endpoint, arrived, InvalidRequest("routing", "model " + options.model_name + " has no MoE layers"));
+  }
+  if (request.routing_binary) {
+    // Unpacked into the JSON form's [token][moe_layer][k], so that both
+    // forms pass the same checks below and in the engine.
+    if (request.routing_id_bytes && *request.routing_id_bytes != shape.IdBytes()) {
+      return Fail(endpoint, arrived,
+                  InvalidRequest("routing_id_bytes", "the model's " + std::to_string(shape.num_experts) +
+                                                         " experts take " + ByteCount(shape.IdBytes()) +
+                                                         " an id, got " + std::to_string(*request.routing_id_bytes)));
+    }
+    const int64_t bytes = static_cast<int64_t>(request.routing_packed.size());
+    if (bytes % shape.TokenBytes() != 0) {
+      return Fail(endpoint, arrived,
+                  InvalidRequest("routing", ByteCount(bytes) + " of routing are not a whole number of tokens of " +
+                                                ByteCount(shape.TokenBytes()) + " (" + std::to_string(shape.moe_layers) +
+                                                " MoE layers x " + std::to_string(shape.k) + " ids x " +
+                                                ByteCount(shape.IdBytes()) + ")"));
+    }
+    std::vector<int32_t> ids;
+    for (int64_t t = 0; t < bytes / shape.TokenBytes(); ++t) {
+      ids.clear();
+      UnpackRouting(shape, request.routing_packed, t, &ids);
+      auto& layers = request.routing.emplace_back(static_cast<size_t>(shape.moe_layers));
+      for (int64_t l = 0; l < shape.moe_layers; ++l) {
+        layers[l].assign(ids.begin() + l * shape.k, ids.begin() + (l + 1) * shape.k);
+      }
+    }
+  }
+  if (request.routing_given) {
     const int64_t given = static_cast<int64_t>(request.routing.size());
     const int64_t all = prompt_tokens + scored_tokens;
-    if (shape.empty()) return Fail(endpoint, arrived, InvalidRequest("routing", "model " + options.model_name + " has no MoE layers"));
     if (given != all && given != all - 1) {
       return Fail(endpoint, arrived,
                   InvalidRequest("routing", std::to_string(given) + " tokens of routing for " + std::to_string(all) +

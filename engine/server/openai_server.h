@@ -69,8 +69,19 @@
 // t was sent to in the l-th MoE layer (layers whose MLP is dense are left
 // out), in the router's order (descending probability). That is
 // len(prompt) + len(tokens) - 1 entries, exactly what /v1/score's "routing"
-// takes back for the same prompt_token_ids and token_ids. Each choice (and each streamed chunk of it, once the
-// engine has made its sequence: not the chat role chunk sent first) carries
+// takes back for the same prompt_token_ids and token_ids. That is
+// "routing_format": "json", the default; "routing_format": "binary" gives
+// the same ids packed (any routing_format without return_routing, or
+// another value, is a 400 naming routing_format): "routing" is the base64
+// (RFC 4648, standard alphabet, padded) of T * L * K ids in
+// [token][moe_layer][k] row-major order (id j of layer l of token t at
+// index (t * L + l) * K + j), each an unsigned little-endian integer of
+// "routing_id_bytes" bytes: 1 when the model has at most 256 experts, else
+// 2; the choice also carries "routing_shape": [T, L, K] (tokens, MoE
+// layers, experts per token) and "routing_id_bytes". That is
+// engine/models/routing.h's layout: T * L * K * routing_id_bytes bytes, 4/3
+// as many characters in base64. Each choice (and each streamed chunk of it,
+// once the engine has made its sequence: not the chat role chunk sent first) carries
 // "sequence_id", the engine's id as a string of decimal digits, for the
 // /v1/sequences routes (to pause a sequence, stream it: a whole reply comes
 // after it has finished). Logprobs are float32 printed with the shortest
@@ -79,15 +90,23 @@
 // scores as 1, as greedy generation records), "top_logprobs" (0-20),
 // "full_vocab", "format": "json" | "f32", and on MoE models "routing":
 // [token][moe_layer][k] expert ids for prompt_token_ids then token_ids (all
-// of them, or all but the last, as return_routing gives them)}: each token
+// of them, or all but the last, as return_routing gives them), or the same
+// as return_routing's binary base64 string, with "routing_id_bytes" optional
+// (a 400 naming it unless it is the model's; it is refused with the JSON
+// form)}: each token
 // is then run through exactly those experts (routing replay, R3; the gate
 // weights are the router's probabilities of those experts, renormalised as
 // the model's norm_topk_prob says), so scoring a sample with its returned
 // routing gives bitwise the logprobs generation recorded. A routing of
-// another length, or a token or layer of another size, is a 400 naming
-// "routing" with the position ("routing[3]: 5 layers, the model has 6 MoE
-// layers"); so is an expert out of range or repeated ("routing[3][1]: expert
-// 9 out of range [0, 8)"), and any routing on a dense model. Request bodies are read in
+// another length (an empty one included), or a token or layer of another
+// size, is a 400 naming "routing" with the position ("routing[3]: 5 layers,
+// the model has 6 MoE layers"); so is an expert out of range or repeated
+// ("routing[3][1]: expert 9 out of range [0, 8)"), and any routing on a
+// dense model. A base64 routing is decoded strictly (common/base64.h: a bad
+// character or padding is a 400 naming "routing" and the offset), must hold
+// a whole number of tokens ("415 bytes of routing are not a whole number of
+// tokens of 12 bytes (6 MoE layers x 2 ids x 1 byte)"), and is then checked
+// as the JSON form, token positions included. Request bodies are read in
 // openai_request.h; every error is an OpenAI-style JSON body (ApiError) with
 // a 4xx/5xx status, never a dropped connection (except a stream cut by the
 // client, or a body cut because the engine failed after the status line).

@@ -1,10 +1,12 @@
 // MoE routing over HTTP: "return_routing" on /v1/completions gives each
-// choice the experts of every token the model computed; /v1/score takes
-// them back as "routing" and scores with exactly those experts.
+// choice the experts of every token the model computed, as JSON arrays or
+// ("routing_format": "binary") base64 of the packed ids; /v1/score takes
+// either back as "routing" and scores with exactly those experts.
 #include <cstring>
 
 #include <gtest/gtest.h>
 
+#include "common/base64.h"
 #include "common/http.h"
 #include "common/json.h"
 #include "engine/models/model.h"
@@ -195,6 +197,195 @@ TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobs
   ExpectError(Post("/v1/score", bad), 400, "routing", "routing[4][0][0] = -1 is not an expert id");
   bad["routing"] = 5;
   ExpectError(Post("/v1/score", bad), 400, "routing", "expected an array");
+  // An empty routing is one of the wrong length, not none.
+  bad["routing"] = Json::array();
+  ExpectError(Post("/v1/score", bad), 400, "routing", "0 tokens of routing for 36 tokens");
+}
+
+// A binary routing's bytes.
+std::vector<uint8_t> RoutingBytes(const Json& choice) {
+  Result<std::vector<uint8_t>> bytes = Base64Decode(choice["routing"].get<std::string>());
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  return bytes.ok() ? *bytes : std::vector<uint8_t>();
+}
+
+// A JSON routing [token][layer][k] flattened to the binary form's order.
+std::vector<uint8_t> FlatIds(const Json& routing) {
+  std::vector<uint8_t> flat;
+  for (const Json& token : routing) {
+    for (const Json& layer : token) {
+      for (const Json& id : layer) flat.push_back(static_cast<uint8_t>(id.get<int>()));
+    }
+  }
+  return flat;
+}
+
+TEST_F(OpenAiRoutingTest, BinaryRoutingIsTheJsonRoutingPacked) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    Json body = {{"model", kModelName}, {"max_tokens", 6},        {"n", 2},
+                 {"seed", 5},           {"ignore_eos", true},     {"return_token_ids", true},
+                 {"return_routing", true}};
+    if (std::string(path) == "/v1/completions") {
+      body["prompt"] = kPrompt;
+    } else {
+      body["messages"] = Json::array({{{"role", "user"}, {"content", "route me"}}});
+    }
+    auto [json_status, as_json] = Post(path, body);
+    ASSERT_EQ(json_status, 200) << as_json.dump();
+    body["routing_format"] = "json";
+    auto [explicit_status, explicit_json] = Post(path, body);
+    ASSERT_EQ(explicit_status, 200) << explicit_json.dump();
+    body["routing_format"] = "binary";
+    auto [binary_status, as_binary] = Post(path, body);
+    ASSERT_EQ(binary_status, 200) << as_binary.dump();
+    for (int c = 0; c < 2; ++c) {
+      const Json& want = as_json["choices"][c];
+      const Json& got = as_binary["choices"][c];
+      ASSERT_EQ(got["token_ids"], want["token_ids"]) << path << " choice " << c;
+      EXPECT_EQ(explicit_json["choices"][c]["routing"], want["routing"]) << path;
+      EXPECT_FALSE(want.contains("routing_shape"));
+      EXPECT_FALSE(want.contains("routing_id_bytes"));
+      const int64_t tokens = static_cast<int64_t>(want["routing"].size());
+      ASSERT_GT(tokens, 5);
+      // default-moe: 6 MoE layers, 2 of 8 experts each, one byte an id.
+      EXPECT_EQ(got["routing_shape"], Json::array({tokens, 6, 2})) << path;
+      EXPECT_EQ(got["routing_id_bytes"], 1) << path;
+      const std::vector<uint8_t> bytes = RoutingBytes(got);
+      EXPECT_EQ(static_cast<int64_t>(bytes.size()), tokens * 6 * 2) << path;
+      EXPECT_EQ(bytes, FlatIds(want["routing"])) << path << " choice " << c;
+    }
+  }
+}
+
+TEST_F(OpenAiRoutingTest, RoutingFormatNeedsReturnRoutingAndAKnownValue) {
+  const Json messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
+  for (const Json& format : {Json("binary"), Json("json")}) {
+    ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"routing_format", format}}),
+                400, "routing_format", "needs \"return_routing\": true");
+    ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages},
+                                              {"return_routing", false}, {"routing_format", format}}),
+                400, "routing_format", "needs \"return_routing\": true");
+  }
+  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"return_routing", true},
+                                       {"routing_format", "base64"}}),
+              400, "routing_format", "expected \"json\" or \"binary\", got \"base64\"");
+  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages}, {"return_routing", true},
+                                            {"routing_format", 1}}),
+              400, "routing_format");
+}
+
+TEST_F(OpenAiRoutingTest, ScoringWithBinaryRoutingGivesTheJsonRoutingsLogprobsBitwise) {
+  Json body = {{"model", kModelName},      {"prompt", kPrompt},  {"max_tokens", 24},
+               {"seed", 11},               {"temperature", 0.8}, {"logprobs", 0},
+               {"ignore_eos", true},       {"return_token_ids", true}, {"return_routing", true},
+               {"routing_format", "binary"}};
+  auto [status, reply] = Post("/v1/completions", body);
+  ASSERT_EQ(status, 200) << reply.dump();
+  const Json& choice = reply["choices"][0];
+  const Json& generated = choice["logprobs"]["token_logprobs"];
+  ASSERT_EQ(generated.size(), 24u);
+  body.erase("routing_format");
+  auto [json_status, json_reply] = Post("/v1/completions", body);
+  ASSERT_EQ(json_status, 200) << json_reply.dump();
+  ASSERT_EQ(json_reply["choices"][0]["token_ids"], choice["token_ids"]);
+
+  Json score = {{"model", kModelName},
+                {"prompt_token_ids", kPrompt},
+                {"token_ids", choice["token_ids"]},
+                {"temperature", 0.8},
+                {"routing", json_reply["choices"][0]["routing"]}};
+  auto [json_score_status, json_scored] = Post("/v1/score", score);
+  ASSERT_EQ(json_score_status, 200) << json_scored.dump();
+  score["routing"] = choice["routing"];
+  auto [binary_score_status, binary_scored] = Post("/v1/score", score);
+  ASSERT_EQ(binary_score_status, 200) << binary_scored.dump();
+  score["routing_id_bytes"] = 1;
+  auto [sized_status, sized_scored] = Post("/v1/score", score);
+  ASSERT_EQ(sized_status, 200) << sized_scored.dump();
+  ASSERT_EQ(binary_scored["logprobs"].size(), 24u);
+  for (size_t t = 0; t < 24; ++t) {
+    EXPECT_EQ(FloatBits(binary_scored["logprobs"][t]), FloatBits(generated[t])) << t;
+    EXPECT_EQ(FloatBits(binary_scored["logprobs"][t]), FloatBits(json_scored["logprobs"][t])) << t;
+    EXPECT_EQ(FloatBits(sized_scored["logprobs"][t]), FloatBits(generated[t])) << t;
+  }
+
+  // Other experts for token 14 (generated token 2), written into the bytes:
+  // the binary routing is replayed, not ignored.
+  std::vector<uint8_t> bytes = RoutingBytes(choice);
+  uint8_t* ids = &bytes[14 * 12];
+  for (uint8_t e = 0; e < 8; ++e) {
+    if (e != ids[0] && e != ids[1]) {
+      ids[1] = e;
+      break;
+    }
+  }
+  score["routing"] = Base64Encode(bytes);
+  auto [moved_status, diverted] = Post("/v1/score", score);
+  ASSERT_EQ(moved_status, 200) << diverted.dump();
+  EXPECT_EQ(FloatBits(diverted["logprobs"][2]), FloatBits(generated[2]));
+  EXPECT_NE(FloatBits(diverted["logprobs"][3]), FloatBits(generated[3]));
+}
+
+TEST_F(OpenAiRoutingTest, BadBinaryRoutingIs400NamingTheField) {
+  auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
+                                                  {"prompt", kPrompt},
+                                                  {"max_tokens", 24},
+                                                  {"seed", 11},
+                                                  {"ignore_eos", true},
+                                                  {"return_token_ids", true},
+                                                  {"return_routing", true},
+                                                  {"routing_format", "binary"}});
+  ASSERT_EQ(status, 200) << reply.dump();
+  const Json& choice = reply["choices"][0];
+  const std::vector<uint8_t> bytes = RoutingBytes(choice);
+  ASSERT_EQ(bytes.size(), 35u * 12);
+  const Json score = {{"model", kModelName}, {"prompt_token_ids", kPrompt}, {"token_ids", choice["token_ids"]}};
+  auto with = [&](Json routing) {
+    Json body = score;
+    body["routing"] = std::move(routing);
+    return body;
+  };
+
+  // Not base64.
+  std::string text = choice["routing"].get<std::string>();
+  text[8] = '*';
+  ExpectError(Post("/v1/score", with(text)), 400, "routing", "routing: not base64: invalid character '*' at offset 8");
+  text = choice["routing"].get<std::string>() + "=";
+  ExpectError(Post("/v1/score", with(text)), 400, "routing", "not base64: length 561 is not a multiple of 4");
+  text = choice["routing"].get<std::string>();
+  text.replace(4, 4, "AA==");
+  ExpectError(Post("/v1/score", with(text)), 400, "routing", "not base64: padding '=' at offset 6 before the end");
+
+  // Not a whole number of tokens of 6 layers x 2 ids x 1 byte.
+  std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 5);
+  ExpectError(Post("/v1/score", with(Base64Encode(cut))), 400, "routing",
+              "415 bytes of routing are not a whole number of tokens of 12 bytes (6 MoE layers x 2 ids x 1 byte)");
+  // Whole tokens, then the JSON form's checks, positions included.
+  cut.assign(bytes.begin(), bytes.end() - 2 * 12);
+  ExpectError(Post("/v1/score", with(Base64Encode(cut))), 400, "routing", "33 tokens of routing for 36 tokens");
+  ExpectError(Post("/v1/score", with("")), 400, "routing", "0 tokens of routing for 36 tokens");
+  std::vector<uint8_t> bad = bytes;
+  bad[3 * 12 + 1 * 2 + 1] = 9;
+  ExpectError(Post("/v1/score", with(Base64Encode(bad))), 400, "routing",
+              "routing[3][1]: expert 9 out of range [0, 8)");
+  bad = bytes;
+  bad[4 * 12 + 5 * 2 + 1] = bad[4 * 12 + 5 * 2];
+  ExpectError(Post("/v1/score", with(Base64Encode(bad))), 400, "routing", "routing[4][5]: expert");
+  ExpectError(Post("/v1/score", with(Base64Encode(bad))), 400, "routing", "repeated");
+
+  // routing_id_bytes: the model's (1), only with a base64 routing.
+  Json sized = with(choice["routing"]);
+  sized["routing_id_bytes"] = 2;
+  ExpectError(Post("/v1/score", sized), 400, "routing_id_bytes",
+              "routing_id_bytes: the model's 8 experts take 1 byte an id, got 2");
+  sized["routing_id_bytes"] = 3;
+  ExpectError(Post("/v1/score", sized), 400, "routing_id_bytes", "must be at most 2");
+  sized["routing_id_bytes"] = "1";
+  ExpectError(Post("/v1/score", sized), 400, "routing_id_bytes");
+  Json unsized = score;
+  unsized["routing_id_bytes"] = 1;
+  ExpectError(Post("/v1/score", unsized), 400, "routing_id_bytes", "only with \"routing\" as a base64 string");
+  ExpectError(Post("/v1/score", with(5)), 400, "routing", "expected an array or a base64 string, got number");
 }
 
 }  // namespace

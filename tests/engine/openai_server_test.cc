@@ -490,6 +490,20 @@ TEST_F(OpenAiServerTest, RoutingOnADenseModelIs400) {
                                                   {"routing", {{{0, 1}}, {{0, 1}}, {{0, 1}}}}});
   ExpectError({score_status, score}, 400, "routing");
   EXPECT_NE(score["error"]["message"].get<std::string>().find("has no MoE layers"), std::string::npos) << score.dump();
+  // The binary forms: the model has no routing to pack or unpack.
+  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", "hi"}, {"routing_format", "binary"}}), 400,
+              "routing_format");
+  auto [binary_status, binary] = Post("/v1/completions", {{"model", kModelName}, {"prompt", "hi"},
+                                                          {"return_routing", true}, {"routing_format", "binary"}});
+  ExpectError({binary_status, binary}, 400, "return_routing");
+  EXPECT_NE(binary["error"]["message"].get<std::string>().find("no MoE layers"), std::string::npos) << binary.dump();
+  for (const char* packed : {"AAEAAQAB", ""}) {
+    auto [packed_status, packed_score] =
+        Post("/v1/score", {{"model", kModelName}, {"prompt_token_ids", {1, 2}}, {"token_ids", {3}}, {"routing", packed}});
+    ExpectError({packed_status, packed_score}, 400, "routing");
+    EXPECT_NE(packed_score["error"]["message"].get<std::string>().find("has no MoE layers"), std::string::npos)
+        << packed_score.dump();
+  }
 }
 
 TEST_F(OpenAiServerTest, BadFieldsAre400NamingTheField) {
