@@ -168,7 +168,9 @@ TEST_P(EnginePersistTest, ResumedFromDiskContinuesBitwiseAsIfNeverPaused) {
   const Model& model = LoadShipped(GetParam());
   TempDir dir;
   auto engine = StartEngine(model, dir.path());
-  const GenerationRequest probe = Sampled(Prompt(7, 33), 40, 9);
+  // Long enough that it is still generating when the test, on a loaded
+  // machine, gets to its second pause.
+  const GenerationRequest probe = Sampled(Prompt(7, 33), 400, 9);
   auto straight = engine->Generate(probe);
   ASSERT_TRUE(straight.ok());
 
