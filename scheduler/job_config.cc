@@ -21,6 +21,7 @@ Schema TrainingSchema() {
       .Optional("learning_rate", Schema::Float(0, 1))
       .Optional("clip", Schema::Float(0, 10))
       .Optional("kl", Schema::Float(0, 1000))
+      .Optional("negative_weight", Schema::Float(0, 1))
       .Optional("grad_clip", Schema::Float(0, 1e6))
       .Optional("loss_agg", Schema::Enum({"token_mean", "dr_grpo"}))
       .Optional("command", Schema::List(Schema::String(), 1))
@@ -229,6 +230,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     t.learning_rate = ReadFloat(training, "learning_rate", t.learning_rate);
     t.clip = ReadFloat(training, "clip", t.clip);
     t.kl = ReadFloat(training, "kl", t.kl);
+    t.negative_weight = ReadFloat(training, "negative_weight", t.negative_weight);
     t.grad_clip = ReadFloat(training, "grad_clip", t.grad_clip);
     t.loss_agg = ReadString(training, "loss_agg", t.loss_agg);
     if (training["command"].IsDefined()) t.command = ReadStringList(training, "command");

@@ -99,6 +99,7 @@ struct JobConfig {
     double learning_rate = 1e-5;
     double clip = 0.2;               // PPO clip epsilon
     double kl = 0.0;                 // KL-to-reference coefficient
+    double negative_weight = 1.0;    // grpo: factor on negative advantages (--negative-weight)
     double grad_clip = 1.0;
     std::string loss_agg = "token_mean";  // token_mean | dr_grpo
     // The trainer program; the job appends the trainer flags (docs/TRAINER_API.md).

@@ -28,6 +28,15 @@ def kl_k3(logp, ref_logp):
     return torch.exp(d) - d - 1
 
 
+def weigh_negatives(advantages, weight):
+    """advantages [B, T] with the negative ones scaled by `weight` (1: as they
+    are). A small policy pushed down on every token of its failed samples
+    spreads that probability over other tokens, its entropy rises and at a
+    high sampling temperature it fails more; weighing the negative side less
+    (W-REINFORCE, Zhu et al. 2025) keeps the push towards what succeeded."""
+    return torch.where(advantages < 0, advantages * weight, advantages)
+
+
 def grpo_loss(logp, behaviour_logp, advantages, loss_mask, clip, denominator, ref_logp=None, kl_coef=0.0):
     """Token-level PPO-clip: -min(r A, clip(r, 1-clip, 1+clip) A) per token with
     r = exp(logp - behaviour_logp), plus kl_coef * k3 to the reference when

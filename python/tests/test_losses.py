@@ -75,3 +75,10 @@ def test_mismatch_counts_only_masked_tokens_of_the_held_version():
     assert gap_abs == pytest.approx(0.3, rel=1e-5)
     assert gap == pytest.approx(0.1, rel=1e-4)  # (-0.1) + 0.2
     assert losses.mismatch_sums(trainer, engine, mask, versions, 1)[2] == 1
+
+
+def test_negative_advantages_are_scaled_and_positive_ones_kept():
+    a = torch.tensor([[0.5, -1.0, 0.0], [-0.25, 2.0, -3.0]])
+    assert torch.equal(losses.weigh_negatives(a, 0.1), torch.tensor([[0.5, -0.1, 0.0], [-0.025, 2.0, -0.3]]))
+    assert torch.equal(losses.weigh_negatives(a, 1.0), a)
+    assert torch.equal(losses.weigh_negatives(a, 0.0), torch.tensor([[0.5, 0.0, 0.0], [0.0, 2.0, 0.0]]))

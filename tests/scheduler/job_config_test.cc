@@ -157,7 +157,7 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
   EXPECT_EQ(defaults->training.eval_tasks, 0);
   EXPECT_EQ(defaults->trainer_api.lease_timeout, std::chrono::minutes(10));
   auto all = Parse(head +
-                   "training:\n  algorithm: grpo\n  steps: 5\n  learning_rate: 0.001\n  clip: 0.3\n  kl: 0.05\n"
+                   "training:\n  algorithm: grpo\n  steps: 5\n  learning_rate: 0.001\n  clip: 0.3\n  kl: 0.05\n  negative_weight: 0.5\n"
                    "  grad_clip: 2\n  loss_agg: dr_grpo\n  command: [my-trainer, --fast]\n  checkpoint_dir: ck\n"
                    "  restarts: 0\n  eval_tasks: 16\n  eval_seed: 9\n"
                    "trainer_api: {token_file: t, lease_timeout: 2s}\n");
@@ -167,6 +167,7 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
   EXPECT_DOUBLE_EQ(t.learning_rate, 0.001);
   EXPECT_DOUBLE_EQ(t.clip, 0.3);
   EXPECT_DOUBLE_EQ(t.kl, 0.05);
+  EXPECT_DOUBLE_EQ(t.negative_weight, 0.5);
   EXPECT_DOUBLE_EQ(t.grad_clip, 2);
   EXPECT_EQ(t.loss_agg, "dr_grpo");
   EXPECT_EQ(t.command, (std::vector<std::string>{"my-trainer", "--fast"}));

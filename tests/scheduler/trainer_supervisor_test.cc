@@ -54,6 +54,10 @@ TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
   EXPECT_EQ(flag("--max-tokens"), std::to_string(config.rollout.max_tokens)) << "dr_grpo's per-sample constant";
   EXPECT_EQ(flag("--log"), "runs/t.jsonl");
   EXPECT_EQ(flag("--teacher-url"), "<missing>");
+  EXPECT_EQ(flag("--negative-weight"), "1");
+  config.training.negative_weight = 0.25;
+  const std::vector<std::string> weighted = TrainerArgv(config, {"u", "l"});
+  EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--negative-weight") + 1), "0.25");
 
   config.training.algorithm = "distill";
   config.training.teacher_url = "http://127.0.0.1:10";
@@ -64,6 +68,7 @@ TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
   EXPECT_EQ(distill[1], "--x");
   EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-url") + 1), "http://127.0.0.1:10");
   EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-model") + 1), "teacher");
+  EXPECT_EQ(std::find(distill.begin(), distill.end(), "--negative-weight"), distill.end()) << "a grpo flag";
 }
 
 TEST(TrainerSupervisorTest, ATrainerThatSucceedsEndsOk) {

@@ -7,6 +7,7 @@
 
 Per token: -min(r A, clip(r, 1-EPS, 1+EPS) A), r = exp(logp - logp_engine),
 on the server's loss_mask; plus BETA * k3 KL to the initial model when BETA > 0.
+--negative-weight W scales the negative advantages (losses.weigh_negatives).
 The loop (lease, ack, step, checkpoint, publish) is loop.py's.
 """
 import sys
@@ -22,6 +23,7 @@ from flashroll.trainers import loop
 class Grpo:
     def __init__(self, args):
         self.clip, self.kl, self.temperature = args.clip, args.kl, args.temperature
+        self.negative_weight = args.negative_weight
         # The reference is the initial model, also after a resume.
         self.reference = load_model(args.model).eval() if args.kl > 0 else None
 
@@ -33,7 +35,8 @@ class Grpo:
         if self.reference is not None:
             with torch.no_grad():
                 ref_logp, _ = batch_lib.token_logprobs(self.reference(mb.tokens), mb.tokens, self.temperature)
-        loss, clipped, kl_sum = losses.grpo_loss(logp, mb.behaviour_logprobs, mb.advantages, mb.loss_mask,
+        advantages = losses.weigh_negatives(mb.advantages, self.negative_weight)
+        loss, clipped, kl_sum = losses.grpo_loss(logp, mb.behaviour_logprobs, advantages, mb.loss_mask,
                                                  self.clip, denominator, ref_logp, self.kl)
         return loss, {"clip_fraction": clipped, "kl": kl_sum}
 
@@ -41,6 +44,8 @@ class Grpo:
 def add_flags(parser):
     parser.add_argument("--clip", type=float, default=0.2, help="PPO clip epsilon")
     parser.add_argument("--kl", type=float, default=0.0, help="k3 KL coefficient to the initial model (0: none)")
+    parser.add_argument("--negative-weight", type=float, default=1.0,
+                        help="factor on negative advantages (1: as the job computed them; 0: positive ones only)")
 
 
 if __name__ == "__main__":
