@@ -1,10 +1,6 @@
 #include "sandbox/sandbox.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <linux/openat2.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +17,7 @@
 #include "sandbox/crash_watcher.h"
 #include "sandbox/events.h"
 #include "sandbox/exec.h"
+#include "sandbox/file_access.h"
 #include "sandbox/launcher.h"
 #include "sandbox/naming.h"
 #include "sandbox/netns_pool.h"
@@ -75,21 +72,6 @@ Status TearDown(Sandbox& sb) {
   return first;
 }
 
-// A descriptor for `path` opened inside the sandbox's root, never outside.
-Result<UniqueFd> OpenInSandbox(pid_t init_pid, const std::string& path, int flags, mode_t mode) {
-  if (path.empty() || path[0] != '/') return Status::InvalidArgument("path '" + path + "': must be absolute");
-  const std::string root_path = "/proc/" + std::to_string(init_pid) + "/root";
-  UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return Status::FromErrno(errno, "open " + root_path);
-  open_how how {};
-  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW);
-  how.mode = flags & O_CREAT ? mode : 0;
-  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root.get(), path.c_str() + 1, &how, sizeof(how))));
-  if (!fd.valid()) return Status::FromErrno(errno, "open " + path + " in the sandbox");
-  return fd;
-}
-
 }  // namespace
 
 // Whether a pre-started sandbox can serve `spec`: everything fixed at launch
@@ -116,6 +98,7 @@ struct Manager::Impl {
   std::unique_ptr<NetnsPool> netns_pool;  // null without root or when off; set in Open
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
   bool allow_unenforced_limits = false;
+  std::chrono::milliseconds file_timeout{0};  // constant after Open
   EventLog events;
   std::unique_ptr<CrashWatcher> watcher;  // set in Open
 
@@ -202,6 +185,16 @@ struct Manager::Impl {
     auto it = sandboxes.find(id);
     if (it == sandboxes.end()) return Status::NotFound("sandbox " + id + ": no such sandbox");
     return it->second;
+  }
+
+  // What a file operation needs, taken under the sandbox's lock (which
+  // keeps the init from being reaped); the I/O then runs without it, so an
+  // exec, Destroy, TTL expiry or the crash handler never waits for a file.
+  Result<FileTarget> FileTargetOf(const std::string& id) {
+    FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Find(id));
+    std::lock_guard<std::mutex> lock(sb->mu);
+    FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
+    return OpenFileTarget(sb->init.pid, sb->init.pidfd.get(), user_namespace);
   }
 
   // Tears the sandbox down, then removes it from the tables, so that once it
@@ -299,6 +292,7 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
   }
   impl->allow_unenforced_limits = options.allow_unenforced_limits;
   impl->warm_pool = std::max(0, options.warm_pool);
+  impl->file_timeout = options.file_timeout;
   if (options.netns_pool > 0 && !impl->user_namespace) {
     impl->netns_pool = std::make_unique<NetnsPool>(static_cast<size_t>(options.netns_pool));
   }
@@ -426,45 +420,15 @@ Status Manager::Signal(const std::string& id, int signal) {
 }
 
 Status Manager::PutFile(const std::string& id, const std::string& path, std::string_view data, mode_t mode) {
-  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
-  std::lock_guard<std::mutex> lock(sb->mu);
-  FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
-  FR_ASSIGN_OR_RETURN(UniqueFd fd, OpenInSandbox(sb->init.pid, path, O_WRONLY | O_CREAT | O_TRUNC, mode));
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "write " + path + " in sandbox " + id);
-    }
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
+  FR_ASSIGN_OR_RETURN(FileTarget target, impl_->FileTargetOf(id));
+  return WriteFileAsSandbox(target, path, data, mode, impl_->file_timeout).Wrap("sandbox " + id);
 }
 
 Result<std::string> Manager::GetFile(const std::string& id, const std::string& path, size_t max_bytes) {
-  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
-  std::lock_guard<std::mutex> lock(sb->mu);
-  FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
-  FR_ASSIGN_OR_RETURN(UniqueFd fd, OpenInSandbox(sb->init.pid, path, O_RDONLY, 0));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + path + " in sandbox " + id);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + " in sandbox " + id + ": not a regular file");
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "read " + path + " in sandbox " + id);
-    }
-    if (n == 0) break;
-    if (out.size() + static_cast<size_t>(n) > max_bytes) {
-      return Status::ResourceExhausted(path + " in sandbox " + id + ": larger than " + std::to_string(max_bytes) + " bytes");
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
+  FR_ASSIGN_OR_RETURN(FileTarget target, impl_->FileTargetOf(id));
+  auto data = ReadFileAsSandbox(target, path, max_bytes, impl_->file_timeout);
+  if (!data.ok()) return data.status().Wrap("sandbox " + id);
+  return data;
 }
 
 Status Manager::Freeze(const std::string& id) {

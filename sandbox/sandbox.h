@@ -15,7 +15,8 @@
 // Thread safety: all Manager methods may be called concurrently. Calls on
 // different sandboxes run in parallel; execs in one sandbox run one at a
 // time; Signal and Destroy do not wait for a running exec (a destroyed
-// sandbox's exec returns kUnavailable).
+// sandbox's exec returns kUnavailable). File reads and writes hold no lock
+// while they run (file_access.h): nothing waits for them.
 #pragma once
 
 #include <sys/types.h>
@@ -94,6 +95,10 @@ class Manager {
     // or cpuset limit is refused at Create (naming the field) unless this
     // is set, when it runs without them.
     bool allow_unenforced_limits = false;
+    // How long one PutFile or GetFile may take before its helper process
+    // is killed (kDeadlineExceeded): a file on a filesystem that never
+    // answers costs this much, not a hung call.
+    std::chrono::milliseconds file_timeout{10000};
   };
 
   // Detects the cgroup layout and reclaims leftovers. Without root, falls
@@ -132,11 +137,19 @@ class Manager {
   // sandbox is frozen. A signal that races the exec's end is ignored.
   Status Signal(const std::string& id, int signal);
 
-  // Writes a file inside the sandbox (its writable layer). `path` is
-  // resolved inside the sandbox's root: symlinks cannot lead out. Parent
-  // directories must exist.
+  // Writes a regular file inside the sandbox (its writable layer) as the
+  // sandbox's user without capabilities, in its namespaces (file_access.h).
+  // `path` is resolved inside the sandbox's root: ".." and symlinks cannot
+  // lead out, and a symlink as the last component is refused. Parent
+  // directories must exist. Returns kNotFound for an unknown sandbox or a
+  // missing parent, kInvalidArgument for a path that is no regular file
+  // ("path /tmp/f: a fifo, not a regular file") or runs into a symlink loop,
+  // kPermissionDenied where the sandbox's user may not write,
+  // kDeadlineExceeded past Options::file_timeout.
   Status PutFile(const std::string& id, const std::string& path, std::string_view data, mode_t mode = 0644);
-  // Reads a file inside the sandbox; kResourceExhausted above max_bytes.
+  // Reads a regular file inside the sandbox, likewise as the sandbox sees it
+  // (/proc/kallsyms shows zero addresses); the same errors, and
+  // kResourceExhausted above max_bytes.
   Result<std::string> GetFile(const std::string& id, const std::string& path, size_t max_bytes = size_t{64} << 20);
 
   // Freeze stops every process of the sandbox; Thaw resumes them.

@@ -16,6 +16,8 @@
 //                                        none runs
 //   PUT    /v1/sandboxes/{id}/files?path=P[&mode=0644]  body: the bytes
 //   GET    /v1/sandboxes/{id}/files?path=P              reply: the bytes
+//          (regular files only, read and written as the sandbox's user
+//          in its namespaces: sandbox/file_access.h)
 //   POST   /v1/sandboxes/{id}/freeze | /thaw
 //   DELETE /v1/sandboxes/{id}
 //   GET    /v1/sandboxes/{id}/events?cursor=N[&wait_ms=M]  repercussion
@@ -24,9 +26,12 @@
 //   GET    /metrics                      Prometheus text
 //
 // Errors are common/http.h's JSON error bodies: 401 without or with a wrong
-// token, 400 malformed JSON or a bad field (named), 404 unknown sandbox, 409
-// wrong state (e.g. exec while frozen, signal with no exec running), 413
-// oversized body.
+// token, 400 malformed JSON or a bad field (named) or a files path that is
+// no regular file ("path /tmp/f: a fifo, not a regular file") or runs into
+// a symlink loop, 403 a file the sandbox's user may not access, 404 unknown
+// sandbox or file, 409 wrong state (e.g. exec while frozen, signal with no
+// exec running), 413 oversized body, 504 a file operation past the
+// manager's file_timeout.
 //
 // Thread safety: Start/Stop from one thread; requests are served
 // concurrently on the HTTP server's workers.

@@ -55,8 +55,10 @@ class SandboxService {
   // kInvalidArgument for a bad number, kNotFound for an unknown sandbox.
   virtual Status Signal(const std::string& id, int signal) = 0;
 
-  // Writes/reads a file inside the sandbox (resolved in its root; symlinks
-  // cannot lead out). kNotFound for an unknown sandbox or missing file.
+  // Writes/reads a regular file inside the sandbox as the sandbox's user
+  // (Manager::PutFile, GetFile; resolved in its root, symlinks cannot lead
+  // out). kNotFound for an unknown sandbox or missing file,
+  // kInvalidArgument for a FIFO, device, socket, directory or symlink.
   virtual Status PutFile(const std::string& id, const std::string& path, std::string_view data,
                          mode_t mode = 0644) = 0;
   virtual Result<std::string> GetFile(const std::string& id, const std::string& path) = 0;

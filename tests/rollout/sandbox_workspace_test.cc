@@ -1,8 +1,14 @@
 #include "rollout/sandbox_workspace.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <future>
+
 #include <gtest/gtest.h>
+
+#include "tasks/task.h"
 
 namespace flashroll {
 namespace {
@@ -40,6 +46,29 @@ TEST_F(SandboxWorkspaceTest, FilesAndCommandsMeetInTheWorkDirectory) {
   }
   // The workspace destroyed its sandbox.
   for (const std::string& live : manager_->List()) EXPECT_NE(live, id);
+}
+
+// A task's verifier reads its answer file through the files API: an agent
+// that leaves a FIFO there fails the task at once instead of hanging the
+// verifier (and, before, every exec and Destroy of the sandbox with it).
+TEST_F(SandboxWorkspaceTest, AnAnswerFileThatIsAFifoFailsTheTaskAtOnce) {
+  auto ws = SandboxWorkspace::Create(*manager_, sandbox::SandboxSpec{});
+  ASSERT_TRUE(ws.ok()) << ws.status().ToString();
+  Task task;
+  task.id = "t-1";
+  task.answer = "7";
+  task.answer_file = "answer.txt";
+  ASSERT_EQ((*ws)->Exec("echo 7 > answer.txt", std::chrono::seconds(10))->exit_code, 0);
+  EXPECT_TRUE(VerifyTask(task, "", **ws).success);
+  ASSERT_EQ((*ws)->Exec("rm answer.txt && mkfifo answer.txt", std::chrono::seconds(10))->exit_code, 0);
+  const std::string fifo =
+      "/proc/" + std::to_string(manager_->Info((*ws)->id())->init_pid) + "/root/tmp/work/answer.txt";
+  auto verdict = std::async(std::launch::async, [&] { return VerifyTask(task, "", **ws); });
+  if (verdict.wait_for(std::chrono::seconds(1)) != std::future_status::ready) {
+    ADD_FAILURE() << "the verifier hangs on a FIFO";
+    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));  // a writer ends the reader's wait
+  }
+  EXPECT_FALSE(verdict.get().success);
 }
 
 }  // namespace

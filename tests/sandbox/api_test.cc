@@ -414,6 +414,26 @@ TEST_F(ApiHttpTest, UnknownSandboxIs404) {
               "fr-1-1-424242");
 }
 
+TEST_F(ApiHttpTest, FilesThatAreNoRegularFilesAre400) {
+  const std::string id = CreateViaHttp();
+  ASSERT_FALSE(id.empty());
+  ExecRequest setup;
+  setup.argv = {"/bin/sh", "-c", "mkfifo /tmp/fifo && ln -s /tmp/loop /tmp/loop"};
+  auto made = manager_->Exec(id, setup);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  ASSERT_EQ(made->exit_code, 0) << made->stderr_data;
+  const std::string files = "/v1/sandboxes/" + id + "/files?path=";
+  ExpectError(*http_, HttpMethod::kGet, files + "/tmp/fifo", "", 400, Code::kInvalidArgument,
+              "path /tmp/fifo: a fifo, not a regular file");
+  ExpectError(*http_, HttpMethod::kPut, files + "/tmp/fifo", "x", 400, Code::kInvalidArgument,
+              "path /tmp/fifo: a fifo, not a regular file");
+  ExpectError(*http_, HttpMethod::kGet, files + "/dev/zero", "", 400, Code::kInvalidArgument,
+              "path /dev/zero: a character device, not a regular file");
+  ExpectError(*http_, HttpMethod::kGet, files + "/tmp/loop/x", "", 400, Code::kInvalidArgument,
+              "path /tmp/loop/x: a symlink loop");
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+}
+
 TEST_F(ApiHttpTest, OversizedBodyIs413) {
   const std::string id = CreateViaHttp();
   ASSERT_FALSE(id.empty());

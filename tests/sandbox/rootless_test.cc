@@ -95,6 +95,16 @@ TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimitsOnlyWhenAl
           return 1;
         }
         Say(out, r->stdout_data + r->stderr_data);
+        // The files API joins the sandbox's user namespace too.
+        if (Status put = (*manager)->PutFile(*id, "/tmp/put", "from-api\n"); !put.ok()) {
+          Say(out, "put: " + put.ToString());
+          return 1;
+        }
+        request.argv = {"/bin/sh", "-c", "stat -c %u:%g /tmp/put; cat /tmp/put"};
+        auto seen = (*manager)->Exec(*id, request);
+        Say(out, seen.ok() ? seen->stdout_data + seen->stderr_data : "exec: " + seen.status().ToString());
+        auto hostname = (*manager)->GetFile(*id, "/proc/sys/kernel/hostname");
+        Say(out, "get=" + (hostname.ok() ? *hostname : hostname.status().ToString() + "\n"));
         Say(out, "freeze=" + std::string((*manager)->Freeze(*id).ok() ? "ok" : "refused") + "\n");
         SandboxSpec policy;
         policy.net = NetMode::kPolicy;
@@ -117,6 +127,9 @@ TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimitsOnlyWhenAl
             "x\n"
             "null-ok\n"
             "no-escape\n"
+            "0:0\n"
+            "from-api\n"
+            "get=sandbox\n"
             "freeze=refused\n"
             "policy=refused\n");
 }
