@@ -104,7 +104,7 @@ constexpr unsigned long kSocketFamilies[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETL
 // the query. Others, such as ADDR_NO_RANDOMIZE, would weaken the process.
 constexpr unsigned long kPersonalities[] = {0x0, 0x8, 0x20000, 0x20008, 0xffffffff};
 
-// libseccomp keeps one of two conflicting actions for a call without a word.
+// Given two actions for one call, libseccomp silently keeps one of them.
 constexpr bool ListsAreDisjoint() {
   for (std::string_view allowed : kAllowed) {
     for (std::string_view denied : kDenied) {
