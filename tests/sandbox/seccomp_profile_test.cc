@@ -149,6 +149,19 @@ TEST_F(SeccompProfileTest, WithoutDefaultActionUnlistedCallsFailWithEnosys) {
   EXPECT_EQ(RunFiltered(**program, [] { return syscall(SYS_mkdir, "/", 0755) == -1 && errno == ENOSYS ? 0 : 1; }), 0);
 }
 
+// A profile that parses but that libseccomp refuses (two comparisons of one
+// argument in a rule) is reported naming the file and the rule.
+TEST_F(SeccompProfileTest, LibseccompRefusalNamesTheFileAndTheRule) {
+  const std::string path = Write("twice.json", R"({"syscalls": [{"names": ["getpid"], "action": "SCMP_ACT_ALLOW"},
+      {"names": ["mkdir"], "action": "SCMP_ACT_ALLOW", "args": [
+          {"index": 1, "value": 448, "op": "SCMP_CMP_EQ"}, {"index": 1, "value": 493, "op": "SCMP_CMP_EQ"}]}]})");
+  ASSERT_TRUE(ReadSeccompProfile(path).ok());
+  auto program = SeccompProgramFor(path);
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.status().message(),
+            path + ": seccomp: syscalls[1] system call " + std::to_string(SYS_mkdir) + ": Invalid argument");
+}
+
 TEST_F(SeccompProfileTest, SpecValidationReportsTheProfile) {
   SandboxSpec spec;
   spec.seccomp = "relative.json";

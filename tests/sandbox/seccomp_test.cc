@@ -116,6 +116,17 @@ TEST(SandboxSeccompTest, IoctlDeniesTerminalInjectionOnly) {
               return pipe(fds) == 0 ? ErrnoOf(ioctl(fds[0], FIONREAD, &n)) : 100;
             }),
             0);
+  // Their neighbours (TIOCGWINSZ, TIOCMBIS) are not caught by the mask.
+  EXPECT_EQ(RunFiltered([] {
+              int arg = 0;
+              return ErrnoOf(ioctl(open("/dev/null", O_RDWR), TIOCSTI ^ 1, &arg));
+            }),
+            ENOTTY);
+  EXPECT_EQ(RunFiltered([] {
+              int arg = 0;
+              return ErrnoOf(ioctl(open("/dev/null", O_RDWR), TIOCLINUX ^ 1, &arg));
+            }),
+            ENOTTY);
   // TIOCGPTN has bit 31 set: as a negative int sign-extended, its high half is all ones.
   EXPECT_EQ(RunFiltered([] {
               unsigned int pty = 0;
