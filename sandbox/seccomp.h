@@ -1,14 +1,27 @@
 // The syscall step: a seccomp filter in the spirit of Docker's default
 // profile, compiled once per process with libseccomp.
 //
-// Default allow, with EPERM for what a sandbox must never do: mount and the
-// new mount API, pivot_root, ptrace and cross-process memory access,
-// kexec, kernel modules, bpf, perf, unshare and setns, namespace flags in
-// clone, keyrings, swap, reboot, clocks, quotas, io_uring, userfaultfd,
-// open_by_handle_at, terminal injection (TIOCSTI) and vsock sockets (which
-// no network namespace confines). clone3 returns ENOSYS so libc falls back
-// to clone, whose flags the filter can inspect. Other architectures' system
-// calls kill the process.
+// Default deny. The filter lists what a sandbox may call: the system calls
+// Docker's default profile allows a process without capabilities, on x86-64
+// and aarch64. Anything it does not list fails with ENOSYS, as on a kernel
+// without that call, so a call a newer kernel (or one newer than the
+// libseccomp we build with) adds is refused, and libc falls back to an older
+// one. clone3 is left out on purpose: its flags lie in memory a filter
+// cannot read, and libc falls back to clone, whose flags the filter checks.
+//
+// EPERM, the kernel's own answer to a caller without the privilege, for
+// what a sandbox must never do: mount and the new mount API, pivot_root,
+// chroot, unshare and setns and namespace flags in clone, ptrace and
+// cross-process memory access, kexec, kernel modules, bpf, perf, keyrings,
+// swap, reboot, clocks, quotas, io_uring, userfaultfd, file handles, raw
+// I/O ports, syslog, terminal injection (TIOCSTI, TIOCLINUX) and vsock
+// sockets (which no network namespace confines). Sockets are limited to the
+// unix, IP and netlink families, personality() to the Linux personas.
+// Other architectures' system calls kill the process.
+//
+// The filter is installed last, after the mounts, the caps step and
+// Landlock, right before the execveat of the sandbox's init; the init and
+// everything it starts run under it.
 //
 // A sandbox may instead name a profile file (sandbox/seccomp_profile.h);
 // it is parsed and compiled in the parent, and the compiled program is

@@ -91,14 +91,30 @@ Result<SeccompProfile> ParseSeccompProfile(const Json& root) {
   if (!root.is_object()) return Status::InvalidArgument("expected a JSON object at the top level");
   const JsonView view(root, "");
   for (const auto& [key, value] : root.items()) {
-    if (key != "defaultAction" && key != "defaultErrnoRet" && key != "syscalls") {
+    if (key != "defaultAction" && key != "defaultErrnoRet" && key != "allowUnlisted" && key != "syscalls") {
       return Status::InvalidArgument("unknown field \"" + key + "\"");
     }
   }
   SeccompProfile profile;
-  FR_ASSIGN_OR_RETURN(int default_errno, ErrnoField(view, "defaultErrnoRet", EPERM));
-  FR_ASSIGN_OR_RETURN(JsonView default_action, view.Get("defaultAction"));
-  FR_ASSIGN_OR_RETURN(profile.default_action, ParseAction(default_action, default_errno));
+  // Without a defaultAction the profile denies what it does not list, with
+  // ENOSYS as a kernel without the call would; an explicit SCMP_ACT_ERRNO
+  // keeps Docker's EPERM.
+  const bool has_default = view.Has("defaultAction");
+  FR_ASSIGN_OR_RETURN(int default_errno, ErrnoField(view, "defaultErrnoRet", has_default ? EPERM : ENOSYS));
+  profile.default_action = SCMP_ACT_ERRNO(static_cast<uint32_t>(default_errno));
+  FR_ASSIGN_OR_RETURN(bool allow_unlisted, view.GetBool("allowUnlisted", false));
+  if (has_default) {
+    FR_ASSIGN_OR_RETURN(JsonView default_action, view.Get("defaultAction"));
+    FR_ASSIGN_OR_RETURN(profile.default_action, ParseAction(default_action, default_errno));
+    // A default that lets calls through lets through every call the profile
+    // forgot and every call a later kernel adds; it has to be asked for.
+    if ((profile.default_action == SCMP_ACT_ALLOW || profile.default_action == SCMP_ACT_LOG) && !allow_unlisted) {
+      FR_ASSIGN_OR_RETURN(std::string name, default_action.AsString());
+      return Status::InvalidArgument("defaultAction: " + name +
+                                     " lets through every system call not listed, new ones too; "
+                                     "set \"allowUnlisted\": true to mean it");
+    }
+  }
   if (view.Has("syscalls") && !root["syscalls"].is_null()) {
     FR_ASSIGN_OR_RETURN(std::vector<JsonView> rules, view.GetArray("syscalls"));
     for (const JsonView& rule : rules) {

@@ -1,8 +1,9 @@
 // SeccompProfile: a syscall filter profile read from a JSON file in a
 // subset of Docker's seccomp profile format, as a typed struct.
 //
-//   {"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 1,
-//    "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+//   {"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38,
+//    "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ALLOW"},
+//                 {"names": ["socket"], "action": "SCMP_ACT_ALLOW",
 //                  "args": [{"index": 0, "value": 1, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]}]}
 //
 // Actions: SCMP_ACT_ALLOW, SCMP_ACT_ERRNO, SCMP_ACT_KILL, SCMP_ACT_KILL_THREAD,
@@ -10,6 +11,14 @@
 // _NE, _LT, _LE, _GT, _GE and _MASKED_EQ (as in Docker, "value" is the mask and
 // "valueTwo" the datum). Unknown fields and unknown system calls are errors,
 // so a typo never silently weakens a profile.
+//
+// Default deny: without "defaultAction" a profile fails every system call it
+// does not list with ENOSYS (or "defaultErrnoRet"); "SCMP_ACT_ERRNO" alone
+// means EPERM, as in Docker. A default that lets calls through
+// (SCMP_ACT_ALLOW, SCMP_ACT_LOG) also lets through every call a later
+// kernel adds, and is refused unless the profile says "allowUnlisted": true.
+// A default-deny profile must allow what the sandbox's own init needs once
+// the filter is on (sandbox/init_binary.cc, sandbox/init/sandbox_init.c).
 //
 // Thread safety: the functions are reentrant; a SeccompProfile is a value.
 #pragma once
@@ -43,7 +52,9 @@ struct SeccompProfile {
 
 // Turns the parsed profile `root` into a SeccompProfile. Returns
 // kInvalidArgument "<field>: <problem>", e.g.
-// "syscalls[3].names[1]: unknown system call 'frobnicate'".
+// "syscalls[3].names[1]: unknown system call 'frobnicate'" or
+// "defaultAction: SCMP_ACT_ALLOW lets through every system call not listed,
+// ..." without "allowUnlisted".
 Result<SeccompProfile> ParseSeccompProfile(const Json& root);
 
 // Reads and parses the profile file at `path`. Errors name the file first:

@@ -1,6 +1,6 @@
 // Edges of the Docker-style seccomp profile parser (sandbox/seccomp_profile.h):
-// every action and operator name, the errno and argument-index bounds, and
-// which fields may be absent or null.
+// every action and operator name, the errno and argument-index bounds, which
+// fields may be absent or null, and the default-deny rules for defaultAction.
 #include <gtest/gtest.h>
 #include <seccomp.h>
 #include <sys/syscall.h>
@@ -19,9 +19,7 @@ Result<SeccompProfile> Parse(const std::string& text) {
   return ParseSeccompProfile(*json);
 }
 
-std::string Rule(const std::string& fields) {
-  return R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"], )" + fields + "}]}";
-}
+std::string Rule(const std::string& fields) { return R"({"syscalls": [{"names": ["mkdir"], )" + fields + "}]}"; }
 
 TEST(SeccompProfileMutantsTest, Actions) {
   const std::pair<const char*, uint32_t> actions[] = {
@@ -30,7 +28,7 @@ TEST(SeccompProfileMutantsTest, Actions) {
       {"SCMP_ACT_KILL_PROCESS", SCMP_ACT_KILL_PROCESS}, {"SCMP_ACT_TRAP", SCMP_ACT_TRAP},
       {"SCMP_ACT_LOG", SCMP_ACT_LOG}};
   for (const auto& [name, action] : actions) {
-    auto p = Parse(std::string(R"({"defaultAction": ")") + name + "\"}");
+    auto p = Parse(std::string(R"({"defaultAction": ")") + name + R"(", "allowUnlisted": true})");
     ASSERT_TRUE(p.ok()) << name << ": " << p.status().ToString();
     EXPECT_EQ(p->default_action, action) << name;
     EXPECT_TRUE(p->rules.empty());
@@ -44,7 +42,32 @@ TEST(SeccompProfileMutantsTest, Actions) {
   EXPECT_NE(bad.status().message().find("unknown action 'SCMP_ACT_NOTIFY'"), std::string::npos)
       << bad.status().ToString();
   EXPECT_FALSE(Parse(R"({"defaultAction": 1})").ok());
-  EXPECT_FALSE(Parse(R"({})").ok());
+  EXPECT_FALSE(Parse(R"({"defaultAction": null})").ok());
+}
+
+TEST(SeccompProfileMutantsTest, DefaultDeny) {
+  auto none = Parse(R"({})");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->default_action, SCMP_ACT_ERRNO(ENOSYS));
+  auto errno_only = Parse(R"({"defaultErrnoRet": 13})");
+  ASSERT_TRUE(errno_only.ok()) << errno_only.status().ToString();
+  EXPECT_EQ(errno_only->default_action, SCMP_ACT_ERRNO(13));
+  auto explicit_errno = Parse(R"({"defaultAction": "SCMP_ACT_ERRNO"})");
+  ASSERT_TRUE(explicit_errno.ok()) << explicit_errno.status().ToString();
+  EXPECT_EQ(explicit_errno->default_action, SCMP_ACT_ERRNO(EPERM));
+  for (const char* action : {"SCMP_ACT_ALLOW", "SCMP_ACT_LOG"}) {
+    EXPECT_EQ(Parse(std::string(R"({"defaultAction": ")") + action + "\"}").status().message(),
+              std::string("defaultAction: ") + action +
+                  " lets through every system call not listed, new ones too; set \"allowUnlisted\": true to mean it");
+    EXPECT_FALSE(Parse(std::string(R"({"defaultAction": ")") + action + R"(", "allowUnlisted": false})").ok());
+    EXPECT_FALSE(Parse(std::string(R"({"defaultAction": ")") + action + R"(", "allowUnlisted": 1})").ok());
+  }
+  // The opt-in changes nothing for a default that denies.
+  for (const char* action : {"SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_TRAP"}) {
+    EXPECT_TRUE(Parse(std::string(R"({"defaultAction": ")") + action + "\"}").ok()) << action;
+  }
+  EXPECT_FALSE(Parse(R"({"defaultAction": "SCMP_ACT_ALLOW", "allowUnlisted": null})").ok());
+  EXPECT_FALSE(Parse(R"({"allowUnlisted": "yes"})").ok());
 }
 
 TEST(SeccompProfileMutantsTest, ErrnoBounds) {
@@ -59,7 +82,7 @@ TEST(SeccompProfileMutantsTest, ErrnoBounds) {
   EXPECT_EQ(over.status().message(), "defaultErrnoRet: must be in 0..4095");
   EXPECT_FALSE(errno_of(R"({"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": -1})").ok());
   // errnoRet only changes an ERRNO action.
-  auto allow = errno_of(R"({"defaultAction": "SCMP_ACT_ALLOW", "defaultErrnoRet": 5})");
+  auto allow = errno_of(R"({"defaultAction": "SCMP_ACT_ALLOW", "allowUnlisted": true, "defaultErrnoRet": 5})");
   ASSERT_TRUE(allow.ok());
   EXPECT_EQ(allow->default_action, SCMP_ACT_ALLOW);
   auto rule = Parse(Rule(R"("action": "SCMP_ACT_ERRNO", "errnoRet": 38)"));
@@ -118,7 +141,7 @@ TEST(SeccompProfileMutantsTest, Arguments) {
 }
 
 TEST(SeccompProfileMutantsTest, RulesAndNames) {
-  auto p = Parse(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+  auto p = Parse(R"({"syscalls": [
       {"names": ["mkdir", "rmdir"], "action": "SCMP_ACT_ERRNO", "comment": "no dirs"},
       {"names": ["unlink"], "action": "SCMP_ACT_LOG"}]})");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -126,25 +149,18 @@ TEST(SeccompProfileMutantsTest, RulesAndNames) {
   EXPECT_EQ(p->rules[0].syscalls, (std::vector<int>{__NR_mkdir, __NR_rmdir}));
   EXPECT_EQ(p->rules[1].syscalls, (std::vector<int>{__NR_unlink}));
   EXPECT_EQ(p->rules[1].action, SCMP_ACT_LOG);
-  EXPECT_EQ(Parse(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": [], "action": "SCMP_ACT_LOG"}]})")
-                .status()
-                .message(),
+  EXPECT_EQ(Parse(R"({"syscalls": [{"names": [], "action": "SCMP_ACT_LOG"}]})").status().message(),
             "syscalls[0].names: must name at least one system call");
-  EXPECT_EQ(Parse(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir", "nosuchcall"],
-                      "action": "SCMP_ACT_LOG"}]})")
-                .status()
-                .message(),
+  EXPECT_EQ(Parse(R"({"syscalls": [{"names": ["mkdir", "nosuchcall"], "action": "SCMP_ACT_LOG"}]})").status().message(),
             "syscalls[0].names[1]: unknown system call 'nosuchcall'");
-  EXPECT_FALSE(Parse(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"]}]})").ok());
-  EXPECT_FALSE(Parse(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"action": "SCMP_ACT_LOG"}]})").ok());
-  EXPECT_FALSE(Parse(R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir"],
-                        "action": "SCMP_ACT_LOG", "other": 1}]})")
-                   .ok());
-  auto null_rules = Parse(R"({"defaultAction": "SCMP_ACT_LOG", "syscalls": null})");
+  EXPECT_FALSE(Parse(R"({"syscalls": [{"names": ["mkdir"]}]})").ok());
+  EXPECT_FALSE(Parse(R"({"syscalls": [{"action": "SCMP_ACT_LOG"}]})").ok());
+  EXPECT_FALSE(Parse(R"({"syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_LOG", "other": 1}]})").ok());
+  auto null_rules = Parse(R"({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": null})");
   ASSERT_TRUE(null_rules.ok()) << null_rules.status().ToString();
   EXPECT_TRUE(null_rules->rules.empty());
-  EXPECT_FALSE(Parse(R"({"defaultAction": "SCMP_ACT_LOG", "syscalls": {}})").ok());
-  EXPECT_EQ(Parse(R"({"defaultAction": "SCMP_ACT_LOG", "architectures": []})").status().message(),
+  EXPECT_FALSE(Parse(R"({"defaultAction": "SCMP_ACT_ERRNO", "syscalls": {}})").ok());
+  EXPECT_EQ(Parse(R"({"defaultAction": "SCMP_ACT_ERRNO", "architectures": []})").status().message(),
             "unknown field \"architectures\"");
   EXPECT_EQ(Parse("[]").status().message(), "expected a JSON object at the top level");
 }
@@ -153,7 +169,7 @@ TEST(SeccompProfileMutantsTest, ReadNamesTheFile) {
   const std::string path = ::testing::TempDir() + "seccomp_mutants_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << R"({"defaultAction": "SCMP_ACT_BOGUS"})";
   auto bad = ReadSeccompProfile(path);
-  std::ofstream(path) << R"({"defaultAction": "SCMP_ACT_LOG"})";
+  std::ofstream(path) << R"({"defaultAction": "SCMP_ACT_LOG", "allowUnlisted": true})";
   auto good = ReadSeccompProfile(path);
   ::unlink(path.c_str());
   ASSERT_FALSE(bad.ok());

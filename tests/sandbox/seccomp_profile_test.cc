@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <seccomp.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,9 +60,9 @@ class SeccompProfileTest : public ::testing::Test {
   ProfileDir dir_;
 };
 
-constexpr const char* kDenyMkdir = R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+constexpr const char* kDenyMkdir = R"({"defaultAction": "SCMP_ACT_ALLOW", "allowUnlisted": true, "syscalls": [
     {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]})";
-constexpr const char* kAllowMkdir = R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+constexpr const char* kAllowMkdir = R"({"defaultAction": "SCMP_ACT_ALLOW", "allowUnlisted": true, "syscalls": [
     {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ALLOW"},
     {"names": ["reboot"], "action": "SCMP_ACT_ERRNO"}]})";
 
@@ -79,7 +80,7 @@ int RunFiltered(const SeccompProgram& program, int (*probe)()) {
 }
 
 TEST_F(SeccompProfileTest, ErrorsNameTheFileAndTheField) {
-  const std::string unknown_call = Write("calls.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+  const std::string unknown_call = Write("calls.json", R"({"syscalls": [
       {"names": ["read"], "action": "SCMP_ACT_ALLOW"},
       {"names": ["mkdir", "frobnicate"], "action": "SCMP_ACT_ERRNO"}]})");
   auto r = ReadSeccompProfile(unknown_call);
@@ -87,24 +88,18 @@ TEST_F(SeccompProfileTest, ErrorsNameTheFileAndTheField) {
   EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(r.status().message(), unknown_call + ": syscalls[1].names[1]: unknown system call 'frobnicate'");
 
-  const std::string bad_action =
-      Write("action.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["read"], "action": "NOPE"}]})");
+  const std::string bad_action = Write("action.json", R"({"syscalls": [{"names": ["read"], "action": "NOPE"}]})");
   r = ReadSeccompProfile(bad_action);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), bad_action + ": syscalls[0].action: unknown action 'NOPE'");
 
-  const std::string bad_op = Write("op.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+  const std::string bad_op = Write("op.json", R"({"syscalls": [
       {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "args": [{"index": 0, "value": 40, "op": "SCMP_CMP_XX"}]}]})");
   r = ReadSeccompProfile(bad_op);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), bad_op + ": syscalls[0].args[0].op: unknown operator 'SCMP_CMP_XX'");
 
-  const std::string missing = Write("missing.json", R"({"syscalls": []})");
-  r = ReadSeccompProfile(missing);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), missing + ": defaultAction: missing");
-
-  const std::string typo = Write("typo.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "syscals": []})");
+  const std::string typo = Write("typo.json", R"({"defaultAction": "SCMP_ACT_ERRNO", "syscals": []})");
   r = ReadSeccompProfile(typo);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), typo + ": unknown field \"syscals\"");
@@ -113,6 +108,58 @@ TEST_F(SeccompProfileTest, ErrorsNameTheFileAndTheField) {
   r = ReadSeccompProfile(syntax);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(syntax), std::string::npos) << r.status().message();
+}
+
+// A default that lets calls through would let through whatever a later
+// kernel adds: the profile has to ask for it.
+TEST_F(SeccompProfileTest, AllowingDefaultNeedsAllowUnlisted) {
+  for (const std::string action : {"SCMP_ACT_ALLOW", "SCMP_ACT_LOG"}) {
+    const std::string refused = Write("refused.json", R"({"defaultAction": ")" + action + R"(", "syscalls": [
+        {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}]})");
+    auto r = ReadSeccompProfile(refused);
+    ASSERT_FALSE(r.ok()) << action;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), refused + ": defaultAction: " + action +
+                                        " lets through every system call not listed, new ones too; "
+                                        "set \"allowUnlisted\": true to mean it");
+    const std::string no = Write("no.json", R"({"defaultAction": ")" + action + R"(", "allowUnlisted": false})");
+    EXPECT_FALSE(ReadSeccompProfile(no).ok()) << action;
+    const std::string yes = Write("yes.json", R"({"defaultAction": ")" + action + R"(", "allowUnlisted": true})");
+    EXPECT_TRUE(ReadSeccompProfile(yes).ok()) << action;
+  }
+  SandboxSpec spec;
+  spec.seccomp = Write("spec.json", R"({"defaultAction": "SCMP_ACT_ALLOW"})");
+  EXPECT_EQ(ValidateSpec(spec).message(), "seccomp: " + spec.seccomp +
+                                              ": defaultAction: SCMP_ACT_ALLOW lets through every system call "
+                                              "not listed, new ones too; set \"allowUnlisted\": true to mean it");
+}
+
+// Without a defaultAction a profile is an allowlist: what it does not name
+// fails with ENOSYS.
+TEST_F(SeccompProfileTest, WithoutDefaultActionUnlistedCallsFailWithEnosys) {
+  const std::string path = Write("list.json", R"({"syscalls": [
+      {"names": ["getpid", "exit_group"], "action": "SCMP_ACT_ALLOW"}]})");
+  auto profile = ReadSeccompProfile(path);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  EXPECT_EQ(profile->default_action, SCMP_ACT_ERRNO(ENOSYS));
+  auto program = SeccompProgramFor(path);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  EXPECT_EQ(RunFiltered(**program, [] { return getpid() > 0 ? 0 : 1; }), 0);
+  EXPECT_EQ(RunFiltered(**program, [] { return syscall(SYS_getppid) == -1 && errno == ENOSYS ? 0 : 1; }), 0);
+  EXPECT_EQ(RunFiltered(**program, [] { return syscall(SYS_mkdir, "/", 0755) == -1 && errno == ENOSYS ? 0 : 1; }), 0);
+}
+
+// A profile that parses but that libseccomp refuses (two comparisons of one
+// argument in a rule) is reported naming the file and the rule.
+TEST_F(SeccompProfileTest, LibseccompRefusalNamesTheFileAndTheRule) {
+  const std::string path = Write("twice.json", R"({"syscalls": [{"names": ["getpid"], "action": "SCMP_ACT_ALLOW"},
+      {"names": ["mkdir"], "action": "SCMP_ACT_ALLOW", "args": [
+          {"index": 1, "value": 448, "op": "SCMP_CMP_EQ"}, {"index": 1, "value": 493, "op": "SCMP_CMP_EQ"}]}]})");
+  ASSERT_TRUE(ReadSeccompProfile(path).ok());
+  auto program = SeccompProgramFor(path);
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.status().message(),
+            path + ": seccomp: syscalls[1] system call " + std::to_string(SYS_mkdir) + ": Invalid argument");
 }
 
 TEST_F(SeccompProfileTest, SpecValidationReportsTheProfile) {
@@ -147,7 +194,8 @@ TEST_F(SeccompProfileTest, CustomProfileDeniesMkdirWithEperm) {
 
 TEST_F(SeccompProfileTest, ArgumentConditionsAndDefaultErrno) {
   // mkdir fails with EACCES unless its mode is 0700.
-  auto program = SeccompProgramFor(Write("args.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+  auto program = SeccompProgramFor(Write("args.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "allowUnlisted": true,
+      "syscalls": [
       {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13,
        "args": [{"index": 1, "value": 448, "op": "SCMP_CMP_NE"}]}]})"));
   ASSERT_TRUE(program.ok()) << program.status().ToString();
@@ -190,7 +238,7 @@ TEST_F(SeccompProfileTest, HttpSpecField) {
   const Json none = Json::object();
   EXPECT_EQ(api::SpecFromJson(JsonView(none, "body"))->seccomp, "default");
 
-  const std::string bad = Write("bad.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
+  const std::string bad = Write("bad.json", R"({"syscalls": [
       {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": "EPERM"}]})");
   const Json bad_body = {{"seccomp", bad}};
   auto rejected = api::SpecFromJson(JsonView(bad_body, "body"));
@@ -221,8 +269,7 @@ TEST_F(SeccompProfileTest, SandboxRunFlagEndToEnd) {
   r = RunCli("sandbox run --seccomp default -- mount -t tmpfs none /tmp");
   EXPECT_NE(r.exit_code, 0) << r.output;
 
-  const std::string bad = Write("bad.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
-      {"names": ["frobnicate"], "action": "SCMP_ACT_ERRNO"}]})");
+  const std::string bad = Write("bad.json", R"({"syscalls": [{"names": ["frobnicate"], "action": "SCMP_ACT_ALLOW"}]})");
   r = RunCli("sandbox run --seccomp " + bad + " -- true");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find(bad + ": syscalls[0].names[0]: unknown system call 'frobnicate'"), std::string::npos)
@@ -277,8 +324,8 @@ TEST_F(SeccompProfileSandboxTest, BadProfileIsHttp400) {
   client_options.bearer_token = kToken;
   auto client = HttpClient::Create(client_options);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
-  const std::string bad = Write("bad.json", R"({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [
-      {"names": ["read", "frobnicate"], "action": "SCMP_ACT_ERRNO"}]})");
+  const std::string bad =
+      Write("bad.json", R"({"syscalls": [{"names": ["read", "frobnicate"], "action": "SCMP_ACT_ALLOW"}]})");
   const Json body = {{"seccomp", bad}};
   auto reply = client->Send(HttpMethod::kPost, "/v1/sandboxes", DumpJson(body), "application/json");
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();

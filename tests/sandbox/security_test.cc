@@ -40,6 +40,9 @@ probe('kexec_load', lambda: libc.syscall(246, 0, 0, None, 0))
 probe('keyctl', lambda: libc.syscall(250, 0, 0, 0, 0, 0))
 probe('pivot_root', lambda: libc.syscall(155, b'/tmp', b'/tmp'))
 probe('vsock', lambda: 0 if libc.socket(40, 1, 0) >= 0 else -1)
+probe('clone3', lambda: libc.syscall(435, None, 0))
+probe('lsm_list_modules', lambda: libc.syscall(461, None, None, 0))
+probe('unassigned', lambda: libc.syscall(1000))
 )PY";
 
 TEST_F(SandboxSecurityTest, DangerousSystemCallsFail) {
@@ -49,7 +52,9 @@ TEST_F(SandboxSecurityTest, DangerousSystemCallsFail) {
   EXPECT_EQ(r.stdout_data,
             "mount EPERM\numount EPERM\nptrace EPERM\ninit_module EPERM\nfinit_module EPERM\n"
             "delete_module EPERM\nunshare_user EPERM\nunshare_mnt EPERM\nsetns EPERM\nbpf EPERM\n"
-            "perf_event_open EPERM\nkexec_load EPERM\nkeyctl EPERM\npivot_root EPERM\nvsock EPERM\n");
+            "perf_event_open EPERM\nkexec_load EPERM\nkeyctl EPERM\npivot_root EPERM\nvsock EPERM\n"
+            // Default deny: what the filter does not list is not there.
+            "clone3 ENOSYS\nlsm_list_modules ENOSYS\nunassigned ENOSYS\n");
   // The command-line tools fail too.
   EXPECT_NE(Sh(id, "mount -t tmpfs none /mnt").exit_code, 0);
   EXPECT_NE(Sh(id, "unshare -U -r true").exit_code, 0);
