@@ -75,12 +75,14 @@ Status TearDown(Sandbox& sb) {
 }  // namespace
 
 // Whether a pre-started sandbox can serve `spec`: everything fixed at launch
-// (image, mounts, hostname, disk size, network) must be the default; limits,
-// environment and TTL are applied when it is handed out.
+// (image, mounts, hostname, disk size, network, the seccomp filter its init
+// installed) must be the default; limits, environment and TTL are applied
+// when it is handed out. Any other spec starts cold, so it gets exactly what
+// it asked for.
 bool Poolable(const SandboxSpec& spec) {
   const SandboxSpec defaults;
   return spec.image != ImageKind::kDirectory && spec.rw_paths.empty() && spec.hostname == defaults.hostname &&
-         spec.disk_bytes == defaults.disk_bytes && spec.net == NetMode::kNone;
+         spec.disk_bytes == defaults.disk_bytes && spec.net == NetMode::kNone && spec.seccomp == defaults.seccomp;
 }
 
 CgroupLimits LimitsOf(const SandboxSpec& spec) {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "sandbox/image.h"
@@ -332,6 +333,22 @@ TEST(SandboxWarmPoolTest, PreStartedSandboxesGetTheirLimitsAndLeaveNothing) {
   auto cold_id = (*manager)->Create(cold);
   ASSERT_TRUE(cold_id.ok()) << cold_id.status().ToString();
   EXPECT_EQ((*manager)->List().size(), 2u);
+  // Nor can a seccomp profile of its own: it starts cold and is enforced
+  // (a pooled sandbox runs the default filter, which allows mkdir).
+  char dir[] = "/tmp/flashroll-pool-seccomp-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string profile = std::string(dir) + "/deny-mkdir.json";
+  std::ofstream(profile) << R"({"defaultAction": "SCMP_ACT_ALLOW", "allowUnlisted": true, "syscalls": [)"
+                         << R"({"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]})";
+  SandboxSpec filtered;
+  filtered.seccomp = profile;
+  auto filtered_id = (*manager)->Create(filtered);
+  ASSERT_TRUE(filtered_id.ok()) << filtered_id.status().ToString();
+  request.argv = {"/bin/sh", "-c", "mkdir /tmp/made && echo made || echo refused"};
+  r = (*manager)->Exec(*filtered_id, request);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->stdout_data, "refused\n") << r->stderr_data;
+  std::filesystem::remove_all(dir);
   manager->reset();
   EXPECT_TRUE(CgroupDirsWithPrefix(OwnNamePrefix()).empty());
 }
