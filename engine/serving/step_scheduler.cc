@@ -60,6 +60,24 @@ void StepScheduler::Preempt(Sequence* seq) {
   ++preemptions_;
 }
 
+bool StepScheduler::OwnBlocks(Sequence* seq, int64_t from, int64_t to) {
+  const int64_t bs = blocks_->block_size();
+  for (int64_t b = from / bs; b * bs < to; ++b) {
+    int32_t& shared = seq->blocks[b];
+    if (blocks_->RefCount(shared) <= 1) continue;
+    // The re-prefill writes every position of the block from its start on
+    // (chunks run in order, and a position attends only to those before
+    // it), so a fresh block needs no copy of the old contents.
+    const int32_t own = blocks_->Allocate();
+    if (own < 0) return false;
+    blocks_->Release(shared);
+    shared = own;
+    // The cache knows the shared block, not this one.
+    if (static_cast<int64_t>(seq->hashes.size()) > b) seq->hashes.resize(static_cast<size_t>(b));
+  }
+  return true;
+}
+
 bool StepScheduler::EnsureBlocks(Sequence* seq, int64_t upto) {
   const int64_t bs = blocks_->block_size();
   // The block that position `computed` falls in may be shared with a fork
@@ -101,6 +119,7 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
         // Its blocks exist already; it decodes once they are rewritten.
         if (pass == 0) continue;
         const int64_t n = std::min(seq->reprefill_end - seq->reprefill_pos, budget);
+        if (!OwnBlocks(seq, seq->reprefill_pos, seq->reprefill_pos + n)) continue;
         plan.push_back({seq, n, seq->reprefill_pos, true});
         budget -= n;
         continue;

@@ -111,6 +111,12 @@ class StepScheduler {
 
  private:
   bool EnsureBlocks(Sequence* seq, int64_t upto);
+  // Gives `seq` blocks of its own for positions [from, to) that a partial
+  // re-prefill is about to rewrite: a block it shares (a fork sibling, or
+  // the same prompt matched in the prefix cache) may belong to a sequence
+  // whose KV must stay as it is (one pinned to the old weights). False
+  // when no block is free.
+  bool OwnBlocks(Sequence* seq, int64_t from, int64_t to);
   void Preempt(Sequence* seq);
 
   BlockManager* blocks_;

@@ -78,9 +78,13 @@ TEST_P(EnginePinTest, APinnedSampleFinishesOnTheOldWeightsWhileTheOthersMove) {
   const GenerationRequest other = Sampled(Prompt(3, 40), 80, 11);
   Paused p, u;
   p.stream = *engine->Submit(pinned);
-  u.stream = *engine->Submit(other);
   PauseAfter(*engine, &p, 6);
+  // Submitted after the pinned one's prefill, the other takes its prompt's
+  // two full blocks from the prefix cache: its re-prefill must not rewrite
+  // them in place.
+  u.stream = *engine->Submit(other);
   PauseAfter(*engine, &u, 6);
+  ASSERT_GT(engine->Stats().prefix_hit_tokens, 0);
   ASSERT_TRUE(engine->SwapWeights(OtherWeights(GetParam(), root.path()), 1).ok());
   EXPECT_EQ(engine->weight_version(), 1);
   ASSERT_TRUE(engine->Resume(p.id).ok());
