@@ -15,12 +15,11 @@ namespace {
 void Add(EvalCounts& counts, const Episode& episode) {
   counts.episodes += 1;
   counts.successes += episode.verdict.success ? 1 : 0;
-  int64_t reasoning = 0;
   for (const EpisodeTurn& turn : episode.turns) {
     counts.turns += 1;
     counts.valid_turns += turn.format_valid ? 1 : 0;
-    reasoning += turn.reasoning_tokens;
   }
+  const int64_t reasoning = episode.reasoning_tokens();
   counts.reasoning_tokens += reasoning;
   counts.reasoning_tokens_sq += static_cast<double>(reasoning) * static_cast<double>(reasoning);
 }
@@ -126,9 +125,7 @@ Result<EvalReport> Evaluate(Policy& policy, const engine::Tokenizer& tokenizer,
       Add(report.by_effort[cell.effort], *episode);
       Add(report.by_difficulty[task.difficulty], *episode);
       Add(report.total, *episode);
-      int64_t reasoning = 0;
-      for (const EpisodeTurn& turn : episode->turns) reasoning += turn.reasoning_tokens;
-      report.episodes.push_back({cell.index, cell.effort, episode->verdict.success, reasoning});
+      report.episodes.push_back({cell.index, cell.effort, episode->verdict.success, episode->reasoning_tokens()});
       if (!episode->verdict.success && report.failures.size() < 12) {
         report.failures.push_back(task.id + " [" + cell.scaffold->name() + "]: " + episode->verdict.reason);
       }

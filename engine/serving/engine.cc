@@ -180,7 +180,7 @@ struct Engine::State {
   void Fail(Sequence* seq, const Status& why);
   // Keeps the experts this step's rows used with their sequences: the
   // routing of a token is recorded once, when first computed.
-  void RecordRouting(const std::vector<StepScheduler::Item>& plan, const std::vector<int64_t>& starts);
+  void RecordRouting(const std::vector<StepScheduler::Item>& plan);
   // Marks the blocks of `seq` written by versions older than the current
   // one less reprefill_older_than for recomputing (EngineOptions).
   void PlanReprefill(Sequence* seq);
@@ -539,8 +539,6 @@ void Engine::State::Step() {
     return a.seq->pinned_version < b.seq->pinned_version;
   });
   std::vector<LogitsUse> uses;  // what each logits row is for
-  std::vector<int64_t> starts(plan.size());
-  for (size_t i = 0; i < plan.size(); ++i) starts[i] = plan[i].start;
   int64_t reprefilled = 0;
   Status st = Status::Ok();
   for (size_t begin = 0, end = 0; begin < plan.size() && st.ok(); begin = end) {
@@ -565,7 +563,7 @@ void Engine::State::Step() {
     for (uint64_t id : ids) AbortRequest(id);
     return;
   }
-  if (!routing.empty()) RecordRouting(plan, starts);
+  if (!routing.empty()) RecordRouting(plan);
   scheduler->Commit(plan);
   int64_t generated = 0;
   std::vector<uint64_t> completed;
@@ -621,12 +619,12 @@ void Engine::State::Step() {
   stats.reprefill_tokens += reprefilled;
 }
 
-void Engine::State::RecordRouting(const std::vector<StepScheduler::Item>& plan, const std::vector<int64_t>& starts) {
+void Engine::State::RecordRouting(const std::vector<StepScheduler::Item>& plan) {
   const int64_t per_row = routing.TokenIds();
   int64_t row = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence* seq = plan[i].seq;
-    for (int64_t p = starts[i]; p < starts[i] + plan[i].num_tokens; ++p, ++row) {
+    for (int64_t p = plan[i].start; p < plan[i].start + plan[i].num_tokens; ++p, ++row) {
       // Positions below the recorded count were computed before (a
       // recompute): their routing stays as first recorded, unless a partial
       // re-prefill routed them afresh.

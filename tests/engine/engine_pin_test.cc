@@ -159,54 +159,62 @@ TEST_P(EnginePinTest, APinnedSampleRecomputedAfterASwapTakesNoNewVersionBlocksFr
   ExpectSameSample(p.choice, Reference(GetParam(), pinned));
 }
 
-TEST_P(EnginePinTest, ASwapThatWouldNeedAThirdVersionWaitsForTheOldestToBeLetGo) {
+// p0 pinned to version 0 and paused, p1 admitted under version 1 (pinned,
+// paused), and a swap to version 2 that needs a third version: waiting.
+struct WaitingThirdVersion {
   testing::TempDir root;
-  auto engine = StartEngine(LoadShipped(GetParam()));
+  std::unique_ptr<Engine> engine;
   Paused p0, p1;
-  p0.stream = *engine->Submit(Pinned(Prompt(1, 25), 30, 1));
-  PauseAfter(*engine, &p0, 3);
-  ASSERT_TRUE(engine->SwapWeights(OtherWeights(GetParam(), root.path()), 1).ok());
-  p1.stream = *engine->Submit(Pinned(Prompt(2, 25), 30, 2));  // admitted under version 1
-  PauseAfter(*engine, &p1, 3);
-  auto original = Model::Load(std::string("models/") + GetParam());
+  std::future<Status> swap;
+};
+
+void StartWaitingSwap(const char* name, WaitingThirdVersion* t) {
+  t->engine = StartEngine(LoadShipped(name));
+  Engine& engine = *t->engine;
+  t->p0.stream = *engine.Submit(Pinned(Prompt(1, 25), 30, 1));
+  PauseAfter(engine, &t->p0, 3);
+  ASSERT_TRUE(engine.SwapWeights(OtherWeights(name, t->root.path()), 1).ok());
+  t->p1.stream = *engine.Submit(Pinned(Prompt(2, 25), 30, 2));  // admitted under version 1
+  PauseAfter(engine, &t->p1, 3);
+  auto original = Model::Load(std::string("models/") + name);
   ASSERT_TRUE(original.ok());
-  std::future<Status> swap = std::async(std::launch::async, [&] { return engine->SwapWeights(std::move(*original), 2); });
-  EXPECT_EQ(swap.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
-  EXPECT_EQ(engine->weight_version(), 1);
+  t->swap = std::async(std::launch::async, [&engine, m = std::move(*original)]() mutable {
+    return engine.SwapWeights(std::move(m), 2);
+  });
+  EXPECT_EQ(t->swap.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  EXPECT_EQ(engine.weight_version(), 1);
+}
+
+TEST_P(EnginePinTest, ASwapThatWouldNeedAThirdVersionWaitsForTheOldestToBeLetGo) {
+  WaitingThirdVersion t;
+  StartWaitingSwap(GetParam(), &t);
+  ASSERT_TRUE(t.swap.valid());
+  Engine& engine = *t.engine;
   // Only one swap waits at a time.
   testing::TempDir root3;  // version 1's files stay mapped: not written over
-  Status second = engine->SwapWeights(OtherWeights(GetParam(), root3.path()), 3);
+  Status second = engine.SwapWeights(OtherWeights(GetParam(), root3.path()), 3);
   EXPECT_EQ(second.code(), Code::kFailedPrecondition) << second.ToString();
   EXPECT_EQ(second.message(), "weight version 2 is waiting for pinned sequences to end");
   // Version 0's sample ends: the swap goes through, version 1 stays for p1.
-  ASSERT_TRUE(engine->Resume(p0.id).ok());
-  Finish(&p0);
-  ASSERT_EQ(swap.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-  EXPECT_TRUE(swap.get().ok());
-  EXPECT_EQ(engine->weight_version(), 2);
-  EXPECT_EQ(p0.choice.versions, std::vector<int64_t>(30, 0));
-  ASSERT_TRUE(engine->Resume(p1.id).ok());
-  Finish(&p1);
-  EXPECT_EQ(p1.choice.versions, std::vector<int64_t>(30, 1));
-  EXPECT_TRUE(ResidentVersionsReach(*engine, 1));
+  ASSERT_TRUE(engine.Resume(t.p0.id).ok());
+  Finish(&t.p0);
+  ASSERT_EQ(t.swap.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_TRUE(t.swap.get().ok());
+  EXPECT_EQ(engine.weight_version(), 2);
+  EXPECT_EQ(t.p0.choice.versions, std::vector<int64_t>(30, 0));
+  ASSERT_TRUE(engine.Resume(t.p1.id).ok());
+  Finish(&t.p1);
+  EXPECT_EQ(t.p1.choice.versions, std::vector<int64_t>(30, 1));
+  EXPECT_TRUE(ResidentVersionsReach(engine, 1));
 }
 
 TEST_P(EnginePinTest, AWaitingSwapIsAnsweredWhenTheEngineStops) {
-  testing::TempDir root;
-  auto engine = StartEngine(LoadShipped(GetParam()));
-  Paused p0, p1;
-  p0.stream = *engine->Submit(Pinned(Prompt(1, 25), 30, 1));
-  PauseAfter(*engine, &p0, 3);
-  ASSERT_TRUE(engine->SwapWeights(OtherWeights(GetParam(), root.path()), 1).ok());
-  p1.stream = *engine->Submit(Pinned(Prompt(2, 25), 30, 2));
-  PauseAfter(*engine, &p1, 3);
-  auto original = Model::Load(std::string("models/") + GetParam());
-  ASSERT_TRUE(original.ok());
-  std::future<Status> swap = std::async(std::launch::async, [&] { return engine->SwapWeights(std::move(*original), 2); });
-  EXPECT_EQ(swap.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
-  engine.reset();
-  ASSERT_EQ(swap.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-  Status st = swap.get();
+  WaitingThirdVersion t;
+  StartWaitingSwap(GetParam(), &t);
+  ASSERT_TRUE(t.swap.valid());
+  t.engine.reset();
+  ASSERT_EQ(t.swap.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  Status st = t.swap.get();
   EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
 }
 

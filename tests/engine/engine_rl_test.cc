@@ -3,37 +3,20 @@
 // the batches on either side; a sequence paused at a token boundary and
 // resumed continues bitwise as if never paused.
 #include <algorithm>
-#include <cstring>
-#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "engine/models/model.h"
 #include "engine/serving/engine.h"
+#include "tests/engine/engine_fixture.h"
 
 namespace flashroll::engine {
 namespace {
 
-const Model& LoadShipped(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Model>> models;
-  auto& m = models[name];
-  if (!m) {
-    auto loaded = Model::Load("models/" + name);
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status().ToString();
-      std::abort();
-    }
-    m = std::move(*loaded);
-  }
-  return *m;
-}
-
-std::vector<int32_t> Prompt(int32_t seed, int64_t len) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(3 + (seed * 7919 + i * 104729) % 2400));
-  return p;
-}
+using testing::LoadShipped;
+using testing::Prompt;
+using testing::SameBits;
 
 std::unique_ptr<Engine> StartEngine(const Model& model) {
   EngineOptions o;
@@ -54,8 +37,6 @@ GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint6
   r.sampling.seed = seed;
   return r;
 }
-
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 class EngineRlTest : public ::testing::TestWithParam<const char*> {};
 
