@@ -14,6 +14,7 @@
 #include "engine/models/model.h"
 #include "engine/serving/engine.h"
 #include "tests/engine/checkpoint_fixture.h"
+#include "tests/engine/engine_fixture.h"
 
 namespace flashroll::engine {
 namespace {
@@ -32,19 +33,11 @@ const Model& LoadShipped(const std::string& name) {
   return *m;
 }
 
-std::vector<int32_t> Prompt(int32_t seed, int64_t len) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(3 + (seed * 7919 + i * 104729) % 2400));
-  return p;
-}
+using testing::Prompt;
 
+// engine_fixture.h's sampled request, returning its routing.
 GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0.9;
-  r.sampling.seed = seed;
+  GenerationRequest r = testing::Sampled(std::move(prompt), max_tokens, seed);
   r.return_routing = true;
   r.return_prompt_routing = true;
   return r;

@@ -10,6 +10,7 @@
 #include "engine/kernels/cpu_threads.h"
 #include "engine/models/model.h"
 #include "engine/serving/engine.h"
+#include "tests/engine/engine_fixture.h"
 
 namespace flashroll::engine {
 namespace {
@@ -26,11 +27,7 @@ const Model& DefaultModel() {
   return *model;
 }
 
-std::vector<int32_t> Prompt(int32_t seed, int64_t len) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(3 + (seed * 7919 + i * 104729) % 2400));
-  return p;
-}
+using testing::Prompt;
 
 EngineOptions TestOptions() {
   EngineOptions o;
@@ -51,15 +48,7 @@ std::unique_ptr<Engine> StartEngine(EngineOptions options = TestOptions()) {
   return std::move(*e);
 }
 
-GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0.9;
-  r.sampling.seed = seed;
-  return r;
-}
+using testing::Sampled;
 
 void ExpectSameBits(const Choice& a, const Choice& b) {
   ASSERT_EQ(a.tokens, b.tokens);
