@@ -101,7 +101,7 @@ def scalar(records, key, name=None):
 
 
 TABLE_COLUMNS = ("step", "version", "success", "loss", "grad_norm", "entropy", "clip_fraction", "kl",
-                 "reverse_kl", "mismatch_abs", "mismatch_kl", "mismatch_tokens", "samples", "tokens",
+                 "reverse_kl", "mismatch_abs", "mismatch_kl", "mismatch_tokens", "samples", "trained_samples", "tokens",
                  "seconds", "tokens_per_s")
 
 

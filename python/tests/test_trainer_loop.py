@@ -149,3 +149,43 @@ def test_kl_and_dr_grpo(tmp_path, groups):
     log = read_log(tmp_path)
     assert log[0]["kl"] == pytest.approx(0, abs=1e-9)  # the policy is the reference before step 1
     assert log[1]["kl"] > 0
+
+
+def test_samples_that_add_nothing_to_the_loss_are_not_run_and_the_gradient_is_unchanged(tmp_path, groups, monkeypatch):
+    """With --negative-weight 0 the negative samples' loss is 0 whatever the
+    weights: the loop skips their forward, and the step's loss and gradients
+    are those of a pass that ran them."""
+    parser = loop.arg_parser("test")
+    grpo.add_flags(parser)
+    with FakeTrainerApi(groups[:2]) as api:
+        args = parser.parse_args(argv(api, tmp_path, 1, "--negative-weight", "0"))
+        trainer = loop.Trainer(args, grpo.Grpo(args))
+        pairs = trainer.client.lease(2, timeout=1).samples()
+
+    def gradients():
+        trainer.model.zero_grad(set_to_none=True)
+        metrics = trainer._forward_backward(pairs)
+        return metrics, {name: p.grad.clone() for name, p in trainer.model.named_parameters()}
+
+    skipped_metrics, skipped = gradients()
+    monkeypatch.setattr(grpo.Grpo, "trains_on", lambda self, sample: True)
+    full_metrics, full = gradients()
+    assert len(pairs) == 4 and skipped_metrics["trained_samples"] == 2 and full_metrics["trained_samples"] == 4
+    assert skipped_metrics["loss"] == pytest.approx(full_metrics["loss"], rel=1e-5)
+    for name, grad in full.items():
+        assert float((skipped[name] - grad).abs().max()) <= 1e-4 * float(grad.abs().max()), (name, float((skipped[name] - grad).abs().max()), float(grad.abs().max()))
+    assert any(float(g.abs().max()) > 0 for g in full.values())
+
+
+def test_grpo_trains_on_what_moves_its_loss():
+    def objective(kl, negative_weight):
+        return grpo.Grpo(type("Args", (), {"clip": 0.2, "kl": kl, "temperature": 1.0,
+                                           "negative_weight": negative_weight, "model": DEFAULT_MODEL})())
+
+    def sample(advantage):
+        return type("Sample", (), {"advantage": advantage})()
+
+    plain, positive_only, anchored = objective(0, 1), objective(0, 0), objective(0.1, 0)
+    assert plain.trains_on(sample(-0.5)) and plain.trains_on(sample(0.5)) and not plain.trains_on(sample(0.0))
+    assert not positive_only.trains_on(sample(-0.5)) and positive_only.trains_on(sample(0.5))
+    assert anchored.trains_on(sample(0.0)) and anchored.trains_on(sample(-0.5))  # the KL term has a gradient

@@ -68,6 +68,9 @@ class Distill:
         self.temperature = args.temperature
         self.vocab = read_config(args.model).vocab_size
 
+    def trains_on(self, sample):
+        return True  # every sample's tokens are distilled, whatever its advantage
+
     def prepare(self, pairs):
         """Per sample: (first scored position p, teacher log-probs [n - p, V]) or None
         when nothing is loss-masked."""

@@ -27,6 +27,11 @@ class Grpo:
         # The reference is the initial model, also after a resume.
         self.reference = load_model(args.model).eval() if args.kl > 0 else None
 
+    def trains_on(self, sample):
+        """A sample with advantage 0 (or a negative one weighed 0) adds nothing
+        to the PPO term; without KL its whole loss is 0."""
+        return self.kl > 0 or sample.advantage > 0 or (sample.advantage < 0 and self.negative_weight != 0)
+
     def prepare(self, pairs):
         return [None] * len(pairs)
 

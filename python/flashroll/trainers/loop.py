@@ -16,6 +16,8 @@ Per step:
 
 An objective, built from the parsed flags (setting up e.g. a reference
 model or a teacher), supplies what differs between trainers:
+  objective.trains_on(sample)      -> False when the sample's loss and gradient are 0
+                                      whatever the weights (its forward is skipped)
   objective.prepare(pairs)         -> one context per (group, sample), before the forward
   objective.loss(mb, logp, log_probs, contexts, denominator)
                                    -> (loss tensor, {metric: masked-token sum})
@@ -167,9 +169,12 @@ class Trainer:
         # Shortest first, so micro-batches hold samples of like lengths and
         # padding stays small; the loss is a sum, so order does not matter.
         pairs = sorted(pairs, key=lambda pair: len(pair[1].tokens))
-        contexts = self.objective.prepare(pairs)
+        # The denominator counts every sample, so skipping those that add 0
+        # to the loss leaves the loss and its gradient exactly as they were.
         masked_per_sample = torch.tensor([float(s.loss_mask.sum()) for _, s in pairs])  # [B]
         denominator = losses.loss_denominator(masked_per_sample, args.loss_agg, self.max_tokens)
+        pairs = [pair for pair in pairs if self.objective.trains_on(pair[1])]
+        contexts = self.objective.prepare(pairs)
         sums = defaultdict(float)
         at = 0
         for chunk in micro_batches(pairs, args.micro_batch_tokens):
@@ -189,12 +194,12 @@ class Trainer:
             for k, v in extra.items():
                 sums[k] += float(v)
         self._previous_version_mismatch(pairs, sums)
-        masked = max(float(masked_per_sample.sum()), 1.0)
+        masked = max(sum(float(s.loss_mask.sum()) for _, s in pairs), 1.0)
         count, gap_abs, gap = (sums.pop(k) for k in ("mismatch_tokens", "mismatch_abs", "mismatch_kl"))
-        out = {"loss": sums.pop("loss"), "entropy": sums.pop("entropy") / masked,
+        out = {"loss": sums.pop("loss"), "entropy": sums.pop("entropy") / masked if pairs else None,
                "mismatch_abs": gap_abs / count if count else None,
                "mismatch_kl": gap / count if count else None,
-               "mismatch_tokens": int(count)}
+               "mismatch_tokens": int(count), "trained_samples": len(pairs)}
         out.update({k: v / masked for k, v in sums.items()})  # the objective's per-token means
         return out
 
@@ -276,10 +281,12 @@ class Trainer:
 
 def human_line(r):
     mismatch = "n/a" if r["mismatch_abs"] is None else f"{r['mismatch_abs']:.2e} over {r['mismatch_tokens']} tok"
+    entropy = "n/a" if r["entropy"] is None else f"{r['entropy']:.3f}"
     rewards = " ".join(f"e{e}:{v:.3f}" for e, v in r["reward_by_effort"].items())
     return (f"step {r['step']} v{r['version']}: reward {rewards}, success {100 * r['success']:.0f}%, "
-            f"loss {r['loss']:.4f}, grad {r['grad_norm']:.3f}, entropy {r['entropy']:.3f}, "
-            f"mismatch {mismatch}, {r['samples']} samples {r['tokens']} tokens in {r['seconds']:.1f} s")
+            f"loss {r['loss']:.4f}, grad {r['grad_norm']:.3f}, entropy {entropy}, "
+            f"mismatch {mismatch}, {r['samples']} samples ({r['trained_samples']} trained on) "
+            f"{r['tokens']} tokens in {r['seconds']:.1f} s")
 
 
 def main(objective, description, add_flags=None, argv=None):
