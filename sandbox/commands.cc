@@ -183,7 +183,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   manager_options.allow_unenforced_limits = unenforced;
   auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("sandboxd"));
-  sandbox::api::SandboxServer server(manager->get(), options);
+  sandbox::api::SandboxServer server(manager->get(), sandbox::api::NodePolicy(), options);
   if (Status s = server.Start(); !s.ok()) return ReportFailure(s.Wrap("sandboxd"));
   std::printf("%s\n", server.base_url().c_str());
   std::fflush(stdout);
