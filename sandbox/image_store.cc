@@ -69,10 +69,7 @@ Status ImportImage(const std::string& store, const std::string& source, const st
   options.cache_dir = store + "/.oci";
   FR_ASSIGN_OR_RETURN(std::string tree, EnsureOciImage(parsed.image_dir, parsed.image_ref, options));
   const std::string target = ".oci/" + std::filesystem::path(tree).filename().string();
-  if (::symlink(target.c_str(), entry.c_str()) != 0) {
-    if (errno == EEXIST) return Status::AlreadyExists("image '" + name + "' is already in the store " + store);
-    return Status::FromErrno(errno, "symlink " + entry);
-  }
+  if (::symlink(target.c_str(), entry.c_str()) != 0) return Status::FromErrno(errno, "symlink " + entry);
   return Status::Ok();
 }
 

@@ -76,11 +76,9 @@ Status ResolveRwPaths(const NodePolicy& policy, const std::string& field, Sandbo
     std::unique_ptr<char, decltype(&::free)> resolved(::realpath(path.c_str(), nullptr), &::free);
     if (resolved == nullptr) return Status::FromErrno(errno, name + ": realpath " + path);
     const std::string real = resolved.get();
-    // A prefix match alone would let /srv/ws2 pass for the root /srv/ws,
-    // and the root itself holds every workspace.
-    if (real.size() <= policy.workspace_root.size() + 1 || real.compare(0, policy.workspace_root.size(),
-                                                                        policy.workspace_root) != 0 ||
-        real[policy.workspace_root.size()] != '/') {
+    // The trailing '/' keeps /srv/ws2 out for the root /srv/ws, and the
+    // root itself, which holds every workspace.
+    if (!real.starts_with(policy.workspace_root + "/")) {
       return Status::PermissionDenied(name + ": " + path + (real == path ? "" : " (" + real + ")") +
                                       " is not beneath the workspace root " + policy.workspace_root);
     }

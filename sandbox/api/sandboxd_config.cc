@@ -60,7 +60,7 @@ Result<std::map<std::string, std::string>> LoadSeccompProfiles(const std::string
   if (error) return Status::FromErrno(error.value(), "seccomp_profiles: open " + dir);
   for (const auto& entry : entries) {
     const std::string file = entry.path().filename().string();
-    if (file.size() <= 5 || !file.ends_with(".json") || file[0] == '.') continue;
+    if (file.size() <= 5 || !file.ends_with(".json")) continue;
     const std::string name = file.substr(0, file.size() - 5);
     // "default" is always the built-in filter.
     if (name == "default") continue;

@@ -140,6 +140,15 @@ TEST_F(PolicyTest, MalformedAndMissingRwPathsAreNot403) {
   EXPECT_NE(missing.status().message().find("body.rw_paths[0]"), std::string::npos);
 }
 
+TEST_F(PolicyTest, WhatTheSpecItselfRefusesIs400NamingTheBody) {
+  SpecRequest request;
+  request.spec.memory_bytes = 1u << 20;
+  auto spec = Admit(request);
+  EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << spec.status().ToString();
+  EXPECT_NE(spec.status().message().find("body: memory: must be at least 4M"), std::string::npos)
+      << spec.status().ToString();
+}
+
 TEST_F(PolicyTest, LimitsLeftOutGetTheDefaults) {
   policy_.defaults = {64u << 20, 32, 0.5, 16u << 20};
   auto spec = Admit(SpecRequest());

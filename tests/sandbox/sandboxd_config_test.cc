@@ -191,6 +191,7 @@ TEST_F(SandboxdLoadTest, SeccompProfilesAreTheDirectorysJsonFilesCompiled) {
       "action": "SCMP_ACT_ALLOW"}]})");
   Write("seccomp/default.json", R"({"syscalls": []})");
   Write("seccomp/notes.txt", "not a profile");
+  Write("seccomp/.json", "{}");  // no name
   config_.seccomp_profiles = dir_ + "/seccomp";
   auto policy = LoadNodePolicy(config_);
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();
