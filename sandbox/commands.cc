@@ -166,6 +166,8 @@ Result<sandbox::api::SandboxdConfig> DaemonConfig(const std::string& config_file
     return sandbox::api::ParseSandboxdConfig(file);
   }
   if (token_file.empty()) return Status::InvalidArgument("sandboxd: --token-file or --config is required");
+  // Read here too, so that a bad file is named by the flag it came from.
+  if (auto token = LoadTokenFile(token_file); !token.ok()) return token.status().Wrap("--token-file");
   config.tokens.push_back({"default", token_file, sandbox::api::AllScopes()});
   return config;
 }

@@ -64,6 +64,10 @@ TEST_F(SandboxdBinaryTest, RefusesToStartOutsidePolicy) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find(dir_ + "/bad.yaml:2: tokens"), std::string::npos) << r.output;
 
+  r = RunFlashroll("sandboxd --listen 127.0.0.1:0 --token-file " + dir_ + "/none");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--token-file: open " + dir_ + "/none"), std::string::npos) << r.output;
+
   r = RunFlashroll("sandboxd --listen 127.0.0.1:0");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--token-file or --config is required"), std::string::npos) << r.output;
