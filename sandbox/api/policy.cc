@@ -1,10 +1,15 @@
 #include "sandbox/api/policy.h"
 
-#include <stdlib.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
-#include <memory>
+
+#include "sandbox/unique_fd.h"
 
 namespace flashroll::sandbox::api {
 
@@ -58,9 +63,34 @@ Status ResolveSeccomp(const NodePolicy& policy, const std::string& field, Sandbo
   return Status::Ok();
 }
 
-// Replaces each rw path by its resolved form after checking it lies
-// strictly beneath the workspace root: realpath(3) follows `..` and every
-// symlink, so what is checked is what gets bound.
+// The directory `path` names, resolved without ever looking outside
+// `root`: openat2 with RESOLVE_BENEATH fails with EXDEV at the first `..`
+// or symlink that would leave it, so a request cannot even learn whether a
+// path outside the root exists. "" for the root itself.
+Result<std::string> ResolveBeneath(const std::string& root, const std::string& path, const std::string& name) {
+  const std::string denied = name + ": " + path + " is not beneath the workspace root " + root;
+  // The trailing '/' keeps /srv/ws2 out for the root /srv/ws.
+  if (!path.starts_with(root + "/")) return Status::PermissionDenied(denied);
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd.valid()) return Status::FromErrno(errno, "open " + root);
+  const std::string relative = path.size() == root.size() + 1 ? "." : path.substr(root.size() + 1);
+  open_how how {};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root_fd.get(), relative.c_str(), &how, sizeof(how))));
+  if (!fd.valid()) {
+    if (errno == EXDEV) return Status::PermissionDenied(denied + " (it leads out of it)");
+    return Status::FromErrno(errno, name + ": " + path);
+  }
+  char real[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd.get());
+  const ssize_t n = ::readlink(link.c_str(), real, sizeof(real) - 1);
+  if (n < 0) return Status::FromErrno(errno, "readlink " + link);
+  return std::string(real, static_cast<size_t>(n));
+}
+
+// Replaces each rw path by where it resolves beneath the workspace root,
+// so what is checked is what gets bound.
 Status ResolveRwPaths(const NodePolicy& policy, const std::string& field, SandboxSpec* spec) {
   for (size_t i = 0; i < spec->rw_paths.size(); ++i) {
     const std::string name = field + "[" + std::to_string(i) + "]";
@@ -73,14 +103,10 @@ Status ResolveRwPaths(const NodePolicy& policy, const std::string& field, Sandbo
       return Status::PermissionDenied(name + ": " + path +
                                       ": this node binds no host paths (its config has no workspace_root)");
     }
-    std::unique_ptr<char, decltype(&::free)> resolved(::realpath(path.c_str(), nullptr), &::free);
-    if (resolved == nullptr) return Status::FromErrno(errno, name + ": realpath " + path);
-    const std::string real = resolved.get();
-    // The trailing '/' keeps /srv/ws2 out for the root /srv/ws, and the
-    // root itself, which holds every workspace.
-    if (!real.starts_with(policy.workspace_root + "/")) {
-      return Status::PermissionDenied(name + ": " + path + (real == path ? "" : " (" + real + ")") +
-                                      " is not beneath the workspace root " + policy.workspace_root);
+    FR_ASSIGN_OR_RETURN(std::string real, ResolveBeneath(policy.workspace_root, path, name));
+    // The root holds every workspace.
+    if (real == policy.workspace_root) {
+      return Status::PermissionDenied(name + ": " + path + " is the workspace root itself, not a workspace in it");
     }
     spec->rw_paths[i] = real;
   }

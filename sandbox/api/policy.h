@@ -5,9 +5,10 @@
 //   image    a built-in (host, busybox) or a name in `images` (trees in the
 //            image store, image_store.h); anything with a '/' or an unknown
 //            name is refused.
-//   rw_paths directories strictly beneath `workspace_root`, judged after
-//            `..` and every symlink are resolved, and bound at that resolved
-//            path; without a workspace root none are allowed.
+//   rw_paths paths strictly beneath `workspace_root` as written (its
+//            canonical path), resolved without leaving it (no `..` or
+//            symlink out, and nothing outside is looked at), and bound at
+//            the resolved path; without a workspace root none are allowed.
 //   seccomp  "default" (the built-in filter) or a name in `seccomp_profiles`.
 //   limits   memory, pids, cpus and disk: a limit the request leaves out
 //            (or gives as 0) gets `defaults`; one above `max` is refused.
@@ -54,8 +55,8 @@ struct NodePolicy {
 // naming the field and the rule ("body.rw_paths[0]: /etc is not beneath
 // the workspace root /srv/ws"; "body.memory: 8G is above this node's
 // maximum of 4G"); kInvalidArgument for a relative rw path and for what
-// ValidateSpec refuses; the stat(2) error of an rw path that does not
-// exist. Nothing is created either way.
+// ValidateSpec refuses; kNotFound for an rw path beneath the root that does
+// not exist. Nothing is created either way.
 Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, const std::string& path);
 
 }  // namespace flashroll::sandbox::api

@@ -98,21 +98,34 @@ TEST_F(PolicyTest, SeccompProfilesAreNamesNeverPaths) {
 
 TEST_F(PolicyTest, RwPathsOnlyStrictlyBeneathTheWorkspaceRoot) {
   ExpectDenied(AdmitRw("/etc"), "body.rw_paths[0]", "is not beneath the workspace root " + dir_ + "/ws");
-  ExpectDenied(AdmitRw(dir_ + "/ws/../outside"), "body.rw_paths[0]", "(" + dir_ + "/outside)");
+  ExpectDenied(AdmitRw(dir_ + "/ws/../outside"), "body.rw_paths[0]", "leads out of it");
   ExpectDenied(AdmitRw(dir_ + "/ws/a/../../ws2"), "body.rw_paths[0]");
   // A prefix of the root's name is not beneath it.
   ExpectDenied(AdmitRw(dir_ + "/ws2"), "body.rw_paths[0]");
   // The root holds every workspace.
   ExpectDenied(AdmitRw(dir_ + "/ws"), "body.rw_paths[0]");
-  ExpectDenied(AdmitRw(dir_ + "/ws/"), "body.rw_paths[0]");
-  ExpectDenied(AdmitRw(dir_ + "/ws/a/.."), "body.rw_paths[0]");
+  ExpectDenied(AdmitRw(dir_ + "/ws/"), "body.rw_paths[0]", "the workspace root itself");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/.."), "body.rw_paths[0]", "the workspace root itself");
   // Symlinks inside the root that point out of it.
-  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-etc"), "body.rw_paths[0]", "(/etc)");
-  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-outside"), "body.rw_paths[0]");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-etc"), "body.rw_paths[0]", "leads out of it");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-etc/passwd"), "body.rw_paths[0]", "leads out of it");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-outside"), "body.rw_paths[0]", "leads out of it");
 
   SpecRequest two;
   two.spec.rw_paths = {dir_ + "/ws/a", "/etc"};
   ExpectDenied(Admit(two), "body.rw_paths[1]");
+}
+
+// Whether a host path exists is nobody's business: a path out of the root
+// is refused the same way whether it exists or not.
+TEST_F(PolicyTest, RwPathsOutOfTheRootRevealNothingAboutTheHost) {
+  const Result<SandboxSpec> exists = AdmitRw(dir_ + "/ws/../outside");
+  const Result<SandboxSpec> missing = AdmitRw(dir_ + "/ws/../no-such-dir");
+  ExpectDenied(exists, "body.rw_paths[0]");
+  ExpectDenied(missing, "body.rw_paths[0]");
+  fs::create_directory_symlink("/no/such/dir", dir_ + "/ws/a/to-nothing");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-nothing"), "body.rw_paths[0]", "leads out of it");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-etc/no-such-file"), "body.rw_paths[0]", "leads out of it");
 }
 
 TEST_F(PolicyTest, RwPathsBeneathTheRootAreBoundAtTheirResolvedPath) {
