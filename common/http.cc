@@ -238,9 +238,9 @@ std::string OpenSslErrors() {
 // Configures a server context from PEM files; on failure *error names the
 // file and OpenSSL's reason.
 bool SetUpTls(SSL_CTX& ctx, const std::string& cert_file, const std::string& key_file, Status* error) {
-  // TLS 1.0 and 1.1 are deprecated (RFC 8996).
+  // TLS 1.0 and 1.1 are deprecated (RFC 8996). Debian's openssl.cnf says
+  // so too, but a server should not depend on the system's config.
   SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
   if (SSL_CTX_use_certificate_chain_file(&ctx, cert_file.c_str()) != 1) {
     *error = Status::InvalidArgument("TLS certificate " + cert_file + ": " + OpenSslErrors());
     return false;
@@ -543,8 +543,7 @@ Result<const Credential*> HttpServer::Impl::Authenticate(const httplib::Request&
   // one (or which prefix) matched.
   const Credential* match = nullptr;
   for (const Credential& c : credentials) {
-    const bool equal = ConstantTimeEquals(given, c.credential.token);
-    if (equal && match == nullptr) match = &c;
+    if (ConstantTimeEquals(given, c.credential.token)) match = &c;
   }
   if (match == nullptr) return Status::Unauthenticated("invalid bearer token");
   return match;
