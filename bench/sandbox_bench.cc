@@ -383,7 +383,7 @@ int main(int argc, char** argv) {
     }
     flashroll::HttpServerOptions server_options;
     server_options.bearer_token = "bench-token";
-    flashroll::sandbox::api::SandboxServer server(&manager, server_options);
+    flashroll::sandbox::api::SandboxServer server(&manager, flashroll::sandbox::api::NodePolicy(), server_options);
     if (server.Start().ok()) {
       flashroll::HttpClientOptions client_options;
       client_options.base_url = server.base_url();

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -201,12 +203,55 @@ class RefusingTaskQueue final : public httplib::TaskQueue {
 
 struct Route {
   HttpMethod method = HttpMethod::kGet;
+  std::string pattern;  // as registered, for messages
+  std::string scope;    // empty: any authenticated client
   JsonHandler json;
   RawHandler raw;
   StreamHandler stream;
   int success_status = 200;
   std::vector<std::string> params;
 };
+
+// A token the server accepts; the legacy single bearer_token holds every
+// scope.
+struct Credential {
+  HttpCredential credential;
+  bool every_scope = false;
+
+  bool Holds(const std::string& scope) const {
+    return every_scope || std::find(credential.scopes.begin(), credential.scopes.end(), scope) !=
+                              credential.scopes.end();
+  }
+};
+
+// OpenSSL's queued errors as one line (and the queue emptied).
+std::string OpenSslErrors() {
+  std::string out;
+  while (const unsigned long error = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(error, text, sizeof(text));
+    out += (out.empty() ? "" : "; ") + std::string(text);
+  }
+  return out.empty() ? "unknown OpenSSL error" : out;
+}
+
+// Configures a server context from PEM files; on failure *error names the
+// file and OpenSSL's reason.
+bool SetUpTls(SSL_CTX& ctx, const std::string& cert_file, const std::string& key_file, Status* error) {
+  // TLS 1.0 and 1.1 are deprecated (RFC 8996). Debian's openssl.cnf says
+  // so too, but a server should not depend on the system's config.
+  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+  if (SSL_CTX_use_certificate_chain_file(&ctx, cert_file.c_str()) != 1) {
+    *error = Status::InvalidArgument("TLS certificate " + cert_file + ": " + OpenSslErrors());
+    return false;
+  }
+  // Also checks that the key is the certificate's ("key values mismatch").
+  if (SSL_CTX_use_PrivateKey_file(&ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    *error = Status::InvalidArgument("TLS key " + key_file + ": " + OpenSslErrors());
+    return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -385,12 +430,35 @@ std::optional<std::string> HttpResponse::Header(std::string_view name) const {
 // HttpServer
 
 struct HttpServer::Impl {
-  explicit Impl(HttpServerOptions o) : options(std::move(o)) {}
+  explicit Impl(HttpServerOptions o) : options(std::move(o)) {
+    if (!options.bearer_token.empty()) {
+      credentials.push_back({HttpCredential{"default", options.bearer_token, {}}, /*every_scope=*/true});
+    }
+    for (const HttpCredential& c : options.credentials) credentials.push_back({c, false});
+    tls = !options.tls_cert_file.empty() || !options.tls_key_file.empty();
+    if (!tls) {
+      server = std::make_unique<httplib::Server>();
+    } else if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+      tls_error = Status::InvalidArgument("TLS needs both a certificate and a key file");
+      server = std::make_unique<httplib::Server>();  // never started
+    } else {
+      server = std::make_unique<httplib::SSLServer>([this](SSL_CTX& ctx) {
+        return SetUpTls(ctx, options.tls_cert_file, options.tls_key_file, &tls_error);
+      });
+      if (!server->is_valid() && tls_error.ok()) {
+        tls_error = Status::Internal("TLS context: " + OpenSslErrors());
+      }
+    }
+  }
 
   enum class State { kNew, kRunning, kStopped };
 
   void Add(HttpMethod method, std::string_view pattern, std::unique_ptr<Route> route);
-  Status CheckAuth(const httplib::Request& req) const;
+  // The credential the request's bearer token names: nullptr on a server
+  // without authentication; kUnauthenticated for a missing or unknown token.
+  Result<const Credential*> Authenticate(const httplib::Request& req) const;
+  // Authenticate, then the route's scope: kPermissionDenied naming it.
+  Result<const Credential*> Authorize(const Route& route, const httplib::Request& req) const;
   // Reads the whole body through `reader` into *body. Over the limit it keeps
   // reading but discards, so the connection stays in step; *too_large says so.
   Status ReadBody(const httplib::Request& req, httplib::Response& res,
@@ -408,9 +476,12 @@ struct HttpServer::Impl {
   }
 
   const HttpServerOptions options;
+  std::vector<Credential> credentials;  // constant after construction
+  bool tls = false;
+  Status tls_error;                            // certificate or key files that did not load
   std::vector<std::unique_ptr<Route>> routes;  // stable addresses: captured by the handlers
   Status setup_error;                          // the first bad route pattern
-  httplib::Server server;
+  std::unique_ptr<httplib::Server> server;     // an httplib::SSLServer with TLS
   std::thread thread;
   std::atomic<bool> listen_returned{false};
   std::atomic<bool> stopping{false};
@@ -427,6 +498,7 @@ void HttpServer::Impl::Add(HttpMethod method, std::string_view pattern,
     return;
   }
   route->method = method;
+  route->pattern = std::string(pattern);
   const Route* r = route.get();
   routes.push_back(std::move(route));
   httplib::Server::Handler plain = [this, r](const httplib::Request& req, httplib::Response& res) {
@@ -440,25 +512,25 @@ void HttpServer::Impl::Add(HttpMethod method, std::string_view pattern,
                 const httplib::ContentReader& reader) { Serve(*r, req, res, &reader); };
   switch (method) {
     case HttpMethod::kGet:
-      server.Get(regex, plain);
+      server->Get(regex, plain);
       break;
     case HttpMethod::kPost:
-      server.Post(regex, with_reader);
+      server->Post(regex, with_reader);
       break;
     case HttpMethod::kPut:
-      server.Put(regex, with_reader);
+      server->Put(regex, with_reader);
       break;
     case HttpMethod::kPatch:
-      server.Patch(regex, with_reader);
+      server->Patch(regex, with_reader);
       break;
     case HttpMethod::kDelete:
-      server.Delete(regex, with_reader);
+      server->Delete(regex, with_reader);
       break;
   }
 }
 
-Status HttpServer::Impl::CheckAuth(const httplib::Request& req) const {
-  if (options.bearer_token.empty()) return Status::Ok();
+Result<const Credential*> HttpServer::Impl::Authenticate(const httplib::Request& req) const {
+  if (credentials.empty()) return static_cast<const Credential*>(nullptr);
   std::string header = req.get_header_value("Authorization");
   if (header.empty()) {
     return Status::Unauthenticated("missing bearer token (send \"Authorization: Bearer <token>\")");
@@ -466,11 +538,25 @@ Status HttpServer::Impl::CheckAuth(const httplib::Request& req) const {
   if (header.size() < 7 || Lower(header.substr(0, 7)) != "bearer ") {
     return Status::Unauthenticated("the Authorization header is not a bearer token");
   }
-  if (!ConstantTimeEquals(TrimWhitespace(std::string_view(header).substr(7)),
-                          options.bearer_token)) {
-    return Status::Unauthenticated("invalid bearer token");
+  const std::string_view given = TrimWhitespace(std::string_view(header).substr(7));
+  // Every token is compared, so the time taken says nothing about which
+  // one (or which prefix) matched.
+  const Credential* match = nullptr;
+  for (const Credential& c : credentials) {
+    if (ConstantTimeEquals(given, c.credential.token)) match = &c;
   }
-  return Status::Ok();
+  if (match == nullptr) return Status::Unauthenticated("invalid bearer token");
+  return match;
+}
+
+Result<const Credential*> HttpServer::Impl::Authorize(const Route& route, const httplib::Request& req) const {
+  FR_ASSIGN_OR_RETURN(const Credential* credential, Authenticate(req));
+  if (credential != nullptr && !route.scope.empty() && !credential->Holds(route.scope)) {
+    return Status::PermissionDenied("token \"" + credential->credential.name + "\" lacks the scope \"" +
+                                    route.scope + "\" that " + HttpMethodName(route.method) + " " +
+                                    route.pattern + " needs");
+  }
+  return credential;
 }
 
 Status HttpServer::Impl::ReadBody(const httplib::Request& req, httplib::Response& res,
@@ -517,7 +603,7 @@ void HttpServer::Impl::Serve(const Route& route, const httplib::Request& req,
                              httplib::Response& res, const httplib::ContentReader* reader) const {
   // The body is read even when authentication fails, so that the next
   // request on a keep-alive connection starts where the client thinks.
-  Status auth = CheckAuth(req);
+  Result<const Credential*> auth = Authorize(route, req);
   std::string body;
   bool too_large = false;
   Status read = Status::Ok();
@@ -526,7 +612,7 @@ void HttpServer::Impl::Serve(const Route& route, const httplib::Request& req,
   } else {
     body = req.body;
   }
-  if (!auth.ok()) return WriteError(res, auth);
+  if (!auth.ok()) return WriteError(res, auth.status());
   if (!read.ok()) return WriteError(res, read, too_large ? 413 : 0);
 
   HttpRequest request;
@@ -608,10 +694,10 @@ httplib::Server::HandlerResponse HttpServer::Impl::FillErrorReply(const httplib:
   }
   Status status;
   int http_status = res.status;
-  Status auth = CheckAuth(req);
+  Result<const Credential*> auth = Authenticate(req);
   if (res.status == 404 && !auth.ok()) {
     // Without the token a client learns nothing about which routes exist.
-    status = auth;
+    status = auth.status();
     http_status = 401;
   } else {
     switch (res.status) {
@@ -645,21 +731,26 @@ HttpServer::HttpServer(HttpServerOptions options)
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::HandleJson(HttpMethod method, std::string_view pattern, JsonHandler handler,
-                            int success_status) {
+                            int success_status, std::string_view scope) {
   auto route = std::make_unique<Route>();
+  route->scope = std::string(scope);
   route->json = std::move(handler);
   route->success_status = success_status;
   impl_->Add(method, pattern, std::move(route));
 }
 
-void HttpServer::HandleRaw(HttpMethod method, std::string_view pattern, RawHandler handler) {
+void HttpServer::HandleRaw(HttpMethod method, std::string_view pattern, RawHandler handler,
+                           std::string_view scope) {
   auto route = std::make_unique<Route>();
+  route->scope = std::string(scope);
   route->raw = std::move(handler);
   impl_->Add(method, pattern, std::move(route));
 }
 
-void HttpServer::HandleStream(HttpMethod method, std::string_view pattern, StreamHandler handler) {
+void HttpServer::HandleStream(HttpMethod method, std::string_view pattern, StreamHandler handler,
+                              std::string_view scope) {
   auto route = std::make_unique<Route>();
+  route->scope = std::string(scope);
   route->stream = std::move(handler);
   impl_->Add(method, pattern, std::move(route));
 }
@@ -671,24 +762,25 @@ Status HttpServer::Start() {
     return Status::FailedPrecondition("http server " + o.name + " was already started");
   }
   FR_RETURN_IF_ERROR(s.setup_error);
+  FR_RETURN_IF_ERROR(s.tls_error);
 
   // httplib's default sets SO_REUSEPORT, which lets a second server bind the
   // same port and silently take half the connections; SO_REUSEADDR alone
   // still allows a quick restart.
-  s.server.set_socket_options([](socket_t sock) {
+  s.server->set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  s.server.set_payload_max_length(o.max_body_bytes);
-  s.server.set_read_timeout(o.read_timeout);
-  s.server.set_write_timeout(o.write_timeout);
-  s.server.set_keep_alive_timeout(static_cast<time_t>(o.keep_alive_timeout.count()));
-  s.server.set_keep_alive_max_count(1000);
-  s.server.set_tcp_nodelay(true);  // httplib's default of 5 would make clients reconnect
+  s.server->set_payload_max_length(o.max_body_bytes);
+  s.server->set_read_timeout(o.read_timeout);
+  s.server->set_write_timeout(o.write_timeout);
+  s.server->set_keep_alive_timeout(static_cast<time_t>(o.keep_alive_timeout.count()));
+  s.server->set_keep_alive_max_count(1000);
+  s.server->set_tcp_nodelay(true);  // httplib's default of 5 would make clients reconnect
   size_t threads = std::max<size_t>(1, o.worker_threads);
   if (o.refuse_when_busy) {
-    s.server.new_task_queue = [threads] { return new RefusingTaskQueue(threads); };
-    s.server.set_pre_routing_handler([&s, threads](const httplib::Request&, httplib::Response& res) {
+    s.server->new_task_queue = [threads] { return new RefusingTaskQueue(threads); };
+    s.server->set_pre_routing_handler([&s, threads](const httplib::Request&, httplib::Response& res) {
       if (!t_refusing_connection) return httplib::Server::HandlerResponse::Unhandled;
       WriteError(res, Status::ResourceExhausted("server busy: all " + std::to_string(threads) +
                                                 " connections are in use; retry later"));
@@ -698,13 +790,13 @@ Status HttpServer::Start() {
       return httplib::Server::HandlerResponse::Handled;
     });
   } else {
-    s.server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    s.server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   }
-  s.server.set_error_handler(httplib::Server::HandlerWithResponse(
+  s.server->set_error_handler(httplib::Server::HandlerWithResponse(
       [&s](const httplib::Request& req, httplib::Response& res) {
         return s.FillErrorReply(req, res);
       }));
-  s.server.set_exception_handler(
+  s.server->set_exception_handler(
       [&s](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "non-standard exception";
         try {
@@ -717,7 +809,7 @@ Status HttpServer::Start() {
                    {{"server", s.options.name}, {"path", req.path}, {"error", what}});
         WriteError(res, Status::Internal("unhandled exception: " + what));
       });
-  s.server.set_logger([&s](const httplib::Request& req, const httplib::Response& res) {
+  s.server->set_logger([&s](const httplib::Request& req, const httplib::Response& res) {
     log::Debug("http request", {{"server", s.options.name},
                                 {"method", req.method},
                                 {"path", req.path},
@@ -726,8 +818,8 @@ Status HttpServer::Start() {
 
   std::string address = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
   errno = 0;
-  int port = o.port == 0 ? s.server.bind_to_any_port(o.host)
-                         : (s.server.bind_to_port(o.host, o.port) ? o.port : -1);
+  int port = o.port == 0 ? s.server->bind_to_any_port(o.host)
+                         : (s.server->bind_to_port(o.host, o.port) ? o.port : -1);
   if (port < 0) {
     int err = errno;
     std::string what = "bind " + address + ":" + std::to_string(o.port);
@@ -737,14 +829,14 @@ Status HttpServer::Start() {
   s.port = port;
   s.state = Impl::State::kRunning;
   s.thread = std::thread([&s] {
-    s.server.listen_after_bind();
+    s.server->listen_after_bind();
     s.listen_returned = true;
   });
   // Stop() only works once httplib has marked itself running.
-  while (!s.server.is_running() && !s.listen_returned) {
+  while (!s.server->is_running() && !s.listen_returned) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  if (!s.server.is_running()) {
+  if (!s.server->is_running()) {
     s.thread.join();
     s.state = Impl::State::kStopped;
     return Status::Unavailable("listen " + address + ":" + std::to_string(port) + " failed");
@@ -789,7 +881,7 @@ void HttpServer::Stop() {
   Impl& s = *impl_;
   if (s.state != Impl::State::kRunning) return;
   s.stopping = true;
-  s.server.stop();
+  s.server->stop();
   ShutDownServedConnections(s.port);
   s.thread.join();
   s.state = Impl::State::kStopped;
@@ -801,7 +893,7 @@ int HttpServer::port() const { return impl_->port; }
 std::string HttpServer::base_url() const {
   const std::string& host = impl_->options.host;
   std::string address = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return "http://" + address + ":" + std::to_string(impl_->port);
+  return (impl_->tls ? "https://" : "http://") + address + ":" + std::to_string(impl_->port);
 }
 
 // ---------------------------------------------------------------------------
@@ -815,6 +907,7 @@ void Configure(httplib::Client& cli, const HttpClientOptions& options) {
   cli.set_read_timeout(options.read_timeout);
   cli.set_write_timeout(options.write_timeout);
   if (!options.bearer_token.empty()) cli.set_bearer_token_auth(options.bearer_token);
+  if (!options.ca_cert_file.empty()) cli.set_ca_cert_path(options.ca_cert_file);
 }
 
 Status TransportError(httplib::Error error, const std::string& what,

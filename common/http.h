@@ -127,10 +127,25 @@ using JsonHandler = std::function<Result<Json>(const HttpRequest&)>;
 using RawHandler = std::function<Result<HttpResponse>(const HttpRequest&)>;
 using StreamHandler = std::function<Result<StreamResponse>(const HttpRequest&)>;
 
+// A bearer token a server accepts and the scopes it holds: a route
+// registered with a scope answers 403 to a token without it.
+struct HttpCredential {
+  std::string name;  // names the client in errors and logs, never the token
+  std::string token;
+  std::vector<std::string> scopes;
+};
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 0;              // 0: an ephemeral port, reported by port()
-  std::string bearer_token;  // empty: no authentication
+  // One token holding every scope, named "default". With `credentials` as
+  // well, both are accepted. Both empty: no authentication.
+  std::string bearer_token;
+  std::vector<HttpCredential> credentials;
+  // PEM files: with both set the server speaks HTTPS only (TLS 1.2 or
+  // newer); the certificate file may hold the chain after the leaf.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   size_t max_body_bytes = 16u << 20;
   // The longest wait for the next bytes of a request, and for the client to
   // accept the next bytes of a reply.
@@ -155,8 +170,10 @@ struct HttpServerOptions {
 // included); the matched parts land in HttpRequest::path_params.
 //
 // Every reply with status >= 400 has an ErrorJson body: handler errors,
-// 401 (missing or wrong bearer token; the unknown routes of an authenticated
-// server answer 401 too, not 404, to a client without the token), 400
+// 401 (missing or unknown bearer token; the unknown routes of an
+// authenticated server answer 401 too, not 404, to a client without a
+// token), 403 (a token without the route's scope; the body is not read into
+// the handler), 400
 // (malformed JSON or request), 404 (no route), 413 (body over
 // max_body_bytes, whether sent with Content-Length, chunked or compressed).
 // A rejected request's body is still read and discarded so that a
@@ -172,16 +189,20 @@ class HttpServer {
   // Route registration; call before Start(). A malformed pattern is
   // reported by Start(). A JSON route answers `success_status` with the
   // handler's JSON value on success; a malformed JSON body is answered 400
-  // without calling the handler.
+  // without calling the handler. A non-empty `scope` admits only
+  // credentials holding it.
   void HandleJson(HttpMethod method, std::string_view pattern, JsonHandler handler,
-                  int success_status = 200);
-  void HandleRaw(HttpMethod method, std::string_view pattern, RawHandler handler);
-  void HandleStream(HttpMethod method, std::string_view pattern, StreamHandler handler);
+                  int success_status = 200, std::string_view scope = {});
+  void HandleRaw(HttpMethod method, std::string_view pattern, RawHandler handler,
+                 std::string_view scope = {});
+  void HandleStream(HttpMethod method, std::string_view pattern, StreamHandler handler,
+                    std::string_view scope = {});
 
   // Binds host:port and serves on a background thread; returns once the
   // server accepts connections. Errors: kInvalidArgument for a bad route
-  // pattern, the bind(2) failure (e.g. "bind 127.0.0.1:8080: Address already
-  // in use"), kFailedPrecondition if already started.
+  // pattern or TLS files that do not load (naming the file and OpenSSL's
+  // reason), the bind(2) failure (e.g. "bind 127.0.0.1:8080: Address
+  // already in use"), kFailedPrecondition if already started.
   Status Start();
 
   // Stops accepting connections, waits for requests in flight (and up to
@@ -190,7 +211,8 @@ class HttpServer {
   // Does nothing if not running. A stopped server cannot be started again.
   void Stop();
 
-  // The bound port (after a successful Start()), and "http://host:port".
+  // The bound port (after a successful Start()), and "http://host:port"
+  // ("https://" with TLS).
   int port() const;
   std::string base_url() const;
 
@@ -204,6 +226,10 @@ struct HttpClientOptions {
   // prefix ("http://10.0.0.5:9000/api") that is put before every path.
   std::string base_url;
   std::string bearer_token;  // empty: no Authorization header
+  // https: a PEM file of the certificates to trust (e.g. a self-signed
+  // server's own); empty: the system's CA store. The server's name is
+  // always verified against its certificate.
+  std::string ca_cert_file;
   std::chrono::milliseconds connect_timeout{5000};
   // The longest wait for the next bytes of the reply (not the whole reply).
   std::chrono::milliseconds read_timeout{60000};

@@ -4,7 +4,11 @@
 // 1 when the sandbox failed.
 //
 // `flashroll sandboxd`: the node agent (sandbox/api/server.h) until SIGINT
-// or SIGTERM, then every sandbox it holds is destroyed.
+// or SIGTERM, then every sandbox it holds is destroyed. Its settings come
+// from a `kind: sandboxd` config or the bare flags
+// (sandbox/api/sandboxd_config.h).
+//
+// `flashroll image import`: an image into a node's store (image_store.h).
 //
 // `flashroll bench sandbox`: create + exec /bin/true + destroy latency and
 // churn with the full isolation stack (the side-by-side comparison with
@@ -27,7 +31,9 @@
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "sandbox/api/sandboxd_config.h"
 #include "sandbox/api/server.h"
+#include "sandbox/image_store.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/unique_fd.h"
 
@@ -147,29 +153,62 @@ Status ParseListen(const std::string& text, std::string* host, int* port) {
   return Status::Ok();
 }
 
+// The daemon's settings: a --config file, or the bare flags' safe
+// defaults (built-in images, no rw_paths, the default seccomp filter,
+// default limits, one token holding every scope).
+Result<sandbox::api::SandboxdConfig> DaemonConfig(const std::string& config_file, const std::string& token_file) {
+  sandbox::api::SandboxdConfig config;
+  if (!config_file.empty()) {
+    if (!token_file.empty()) {
+      return Status::InvalidArgument("sandboxd: --token-file and --config exclude each other (tokens: in the config)");
+    }
+    FR_ASSIGN_OR_RETURN(ConfigFile file, LoadYamlFile(config_file));
+    return sandbox::api::ParseSandboxdConfig(file);
+  }
+  if (token_file.empty()) return Status::InvalidArgument("sandboxd: --token-file or --config is required");
+  // Read here too, so that a bad file is named by the flag it came from.
+  if (auto token = LoadTokenFile(token_file); !token.ok()) return token.status().Wrap("--token-file");
+  config.tokens.push_back({"default", token_file, sandbox::api::AllScopes()});
+  return config;
+}
+
 int RunDaemon(const std::vector<std::string>& args) {
-  std::string listen = "127.0.0.1:7070", token_file;
-  int64_t warm_pool = 0, netns_pool = sandbox::Manager::Options().netns_pool;
-  bool unenforced = false;
-  FlagParser flags("flashroll sandboxd --listen HOST:PORT --token-file F",
+  std::string config_file, listen, token_file;
+  int64_t warm_pool = -1, netns_pool = -1;
+  bool unenforced = false, insecure = false;
+  FlagParser flags("flashroll sandboxd (--config FILE | --listen HOST:PORT --token-file F)",
                    "Serves the sandbox node agent's HTTP API until SIGINT or SIGTERM, then destroys every "
-                   "sandbox it created. Port 0 picks a free port (printed on stdout).");
-  flags.String("--listen", &listen, "address to serve on (default 127.0.0.1:7070)");
-  flags.String("--token-file", &token_file, "file holding the bearer token clients must send (required)");
+                   "sandbox it created. Port 0 picks a free port (printed on stdout). Without --config: built-in "
+                   "images only, no rw_paths, the default seccomp filter, limits by default 512M memory, 256 pids, "
+                   "1 CPU, 1G disk and at most 4G, 4096, 4 CPUs, 4G, one token with every scope.");
+  flags.String("--config", &config_file, "a `kind: sandboxd` YAML file (configs/sandboxd.yaml)");
+  flags.String("--listen", &listen, "address to serve on (default 127.0.0.1:7070, or the config's)");
+  flags.String("--token-file", &token_file, "file holding the bearer token clients must send (without --config)");
   flags.Int("--warm-pool", &warm_pool, "pre-started sandboxes kept per built-in image (default 0)");
   flags.Int("--netns-pool", &netns_pool, "fresh network namespaces made ahead of time (default 8; 0: none)");
   flags.Bool("--allow-unenforced-limits", &unenforced,
              "without root (no cgroups), create sandboxes whose limits cannot be enforced instead of refusing them");
+  flags.Bool("--insecure", &insecure, "serve plain HTTP on a non-loopback address (tokens travel in clear)");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
-  if (warm_pool < 0 || netns_pool < 0) {
+  auto config = DaemonConfig(config_file, token_file);
+  if (!config.ok()) return ReportFailure(config.status());
+  if (!listen.empty()) config->listen = listen;
+  if (warm_pool != -1) config->warm_pool = warm_pool;
+  if (netns_pool != -1) config->netns_pool = netns_pool;
+  config->allow_unenforced_limits = config->allow_unenforced_limits || unenforced;
+  if (config->warm_pool < 0 || config->netns_pool < 0) {
     return ReportFailure(Status::InvalidArgument("sandboxd: --warm-pool and --netns-pool must be >= 0"));
   }
-  if (token_file.empty()) return ReportFailure(Status::InvalidArgument("sandboxd: --token-file is required"));
   HttpServerOptions options;
-  if (Status s = ParseListen(listen, &options.host, &options.port); !s.ok()) return ReportFailure(s);
-  auto token = LoadTokenFile(token_file);
-  if (!token.ok()) return ReportFailure(token.status().Wrap("--token-file"));
-  options.bearer_token = *token;
+  if (Status s = ParseListen(config->listen, &options.host, &options.port); !s.ok()) return ReportFailure(s);
+  if (Status s = sandbox::api::CheckTransport(*config, insecure); !s.ok()) return ReportFailure(s.Wrap("sandboxd"));
+  options.tls_cert_file = config->tls_cert;
+  options.tls_key_file = config->tls_key;
+  auto credentials = sandbox::api::LoadCredentials(*config);
+  if (!credentials.ok()) return ReportFailure(credentials.status().Wrap("sandboxd"));
+  options.credentials = std::move(*credentials);
+  auto policy = sandbox::api::LoadNodePolicy(*config);
+  if (!policy.ok()) return ReportFailure(policy.status().Wrap("sandboxd"));
 
   // Blocked before any thread starts, so that only sigwait sees them.
   sigset_t stop;
@@ -178,12 +217,12 @@ int RunDaemon(const std::vector<std::string>& args) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   sandbox::Manager::Options manager_options;
-  manager_options.warm_pool = static_cast<int>(warm_pool);
-  manager_options.netns_pool = static_cast<int>(netns_pool);
-  manager_options.allow_unenforced_limits = unenforced;
+  manager_options.warm_pool = static_cast<int>(config->warm_pool);
+  manager_options.netns_pool = static_cast<int>(config->netns_pool);
+  manager_options.allow_unenforced_limits = config->allow_unenforced_limits;
   auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("sandboxd"));
-  sandbox::api::SandboxServer server(manager->get(), options);
+  sandbox::api::SandboxServer server(manager->get(), std::move(*policy), options);
   if (Status s = server.Start(); !s.ok()) return ReportFailure(s.Wrap("sandboxd"));
   std::printf("%s\n", server.base_url().c_str());
   std::fflush(stdout);
@@ -203,6 +242,30 @@ int RunDaemon(const std::vector<std::string>& args) {
   }
   log::Info("sandboxd stopped", {{"destroyed", ids.size() - failed}, {"failed", failed}});
   return failed == 0 ? 0 : 1;
+}
+
+int RunImageImport(const std::vector<std::string>& args) {
+  std::string name, store = sandbox::kImageStoreDir;
+  std::vector<std::string> source;
+  FlagParser flags("flashroll image import DIR[:REF] --name NAME [--store DIR]",
+                   "Adds an image to a node's image store, so that sandboxd serves it by NAME (list it under "
+                   "`images` in the sandboxd config). DIR is an OCI image layout (REF picks the image by its "
+                   "ref.name) or a directory tree, copied as it is.");
+  flags.String("--name", &name, "the name requests use (letters, digits, '.', '_', '-'; required)");
+  flags.String("--store", &store, std::string("the image store (default ") + sandbox::kImageStoreDir + ")");
+  flags.Positional("DIR[:REF]", &source, "the image to import");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  if (source.size() != 1) return ReportFailure(Status::InvalidArgument("image import: expected one DIR[:REF]"));
+  if (name.empty()) return ReportFailure(Status::InvalidArgument("image import: --name is required"));
+  std::error_code error;
+  const std::string absolute_source = std::filesystem::absolute(source[0], error).string();
+  const std::string absolute_store = std::filesystem::absolute(store, error).string();
+  if (error) return ReportFailure(Status::FromErrno(error.value(), "image import"));
+  if (Status s = sandbox::ImportImage(absolute_store, absolute_source, name); !s.ok()) {
+    return ReportFailure(s.Wrap("image import"));
+  }
+  std::printf("%s\n", name.c_str());
+  return 0;
 }
 
 double Percentile(std::vector<double> values, double p) {
@@ -301,6 +364,10 @@ int RunBench(const std::vector<std::string>& args) {
 void RegisterSandboxCommands(Registry& registry) {
   registry.AddCommand({"sandbox run", "run a command in a fresh isolated sandbox", RunCommand});
   registry.AddCommand({"sandboxd", "serve the sandbox node agent's HTTP API", RunDaemon});
+  registry.AddCommand({"image import", "add an OCI layout or directory to a node's image store", RunImageImport});
+  registry.AddConfigKind("sandboxd", [](const ConfigFile& file) {
+    return sandbox::api::ParseSandboxdConfig(file).status();
+  });
   registry.AddCommand({"bench sandbox", "time sandbox create + exec + destroy and churn (JSON with --json)",
                        RunBench});
 }

@@ -1,5 +1,6 @@
 // The sandbox module's subcommands: `flashroll sandbox run`, `flashroll
-// sandboxd` (the node agent) and `flashroll bench sandbox`.
+// sandboxd` (the node agent), `flashroll image import` and `flashroll bench
+// sandbox`, and the `sandboxd` config kind.
 //
 // Thread safety: RegisterSandboxCommands is called once at start-up.
 #pragma once

@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache git
   libyaml-cpp-dev nlohmann-json3-dev libcpp-httplib-dev libssl-dev libsqlite3-dev sqlite3
+  # The TLS tests make self-signed certificates with the openssl command.
+  openssl
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
   libseccomp-dev libarchive-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev
   busybox-static iproute2 crun runc bubblewrap

@@ -69,8 +69,8 @@ T Counted(ApiMetrics& metrics, ApiOp op, T result) {
 
 }  // namespace
 
-SandboxServer::SandboxServer(Manager* manager, HttpServerOptions options)
-    : manager_(manager), http_([&] {
+SandboxServer::SandboxServer(Manager* manager, NodePolicy policy, HttpServerOptions options)
+    : manager_(manager), policy_(std::move(policy)), http_([&] {
         options.name = "sandboxd";
         return std::move(options);
       }()) {
@@ -85,12 +85,14 @@ void SandboxServer::Stop() { http_.Stop(); }
 void SandboxServer::AddRoutes() {
   Manager* m = manager_;
   ApiMetrics* metrics = &metrics_;
+  const NodePolicy* policy = &policy_;
 
   http_.HandleJson(
       HttpMethod::kPost, "/v1/sandboxes",
-      [m, metrics](const HttpRequest& request) -> Result<Json> {
+      [m, metrics, policy](const HttpRequest& request) -> Result<Json> {
         return Counted(*metrics, ApiOp::kCreate, [&]() -> Result<Json> {
-          FR_ASSIGN_OR_RETURN(SandboxSpec spec, SpecFromJson(request.Body()));
+          FR_ASSIGN_OR_RETURN(SpecRequest asked, SpecRequestFromJson(request.Body()));
+          FR_ASSIGN_OR_RETURN(SandboxSpec spec, AdmitSpec(*policy, std::move(asked), request.Body().path()));
           const std::string key =
               request.Header("Idempotency-Key").value_or(request.Query("client_key").value_or(""));
           FR_ASSIGN_OR_RETURN(std::string id, m->Create(spec, key));
@@ -98,7 +100,7 @@ void SandboxServer::AddRoutes() {
           return Json{{"id", id}};
         }());
       },
-      201);
+      201, kScopeCreate);
 
   http_.HandleRaw(HttpMethod::kPost, "/v1/sandboxes/:id/exec",
                   [m, metrics](const HttpRequest& request) -> Result<HttpResponse> {
@@ -110,7 +112,7 @@ void SandboxServer::AddRoutes() {
                       metrics->RecordExec(std::chrono::duration<double>(Clock::now() - start).count());
                       return JsonReply(ExecResultToJson(result));
                     }());
-                  });
+                  }, kScopeExec);
 
   http_.HandleStream(
       HttpMethod::kPost, "/v1/sandboxes/:id/exec/stream",
@@ -146,7 +148,7 @@ void SandboxServer::AddRoutes() {
           };
           return reply;
         }());
-      });
+      }, kScopeExec);
 
   http_.HandleJson(HttpMethod::kPost, "/v1/sandboxes/:id/signal",
                    [m, metrics](const HttpRequest& request) -> Result<Json> {
@@ -156,7 +158,7 @@ void SandboxServer::AddRoutes() {
                        FR_RETURN_IF_ERROR(m->Signal(id, signal));
                        return Json{{"id", id}, {"signal", signal}};
                      }());
-                   });
+                   }, 200, kScopeExec);
 
   http_.HandleRaw(HttpMethod::kPut, "/v1/sandboxes/:id/files",
                   [m, metrics](const HttpRequest& request) -> Result<HttpResponse> {
@@ -166,7 +168,7 @@ void SandboxServer::AddRoutes() {
                       FR_RETURN_IF_ERROR(m->PutFile(request.Param("id"), path, request.body, mode));
                       return JsonReply(Json{{"path", path}, {"bytes", request.body.size()}});
                     }());
-                  });
+                  }, kScopeFiles);
 
   http_.HandleRaw(HttpMethod::kGet, "/v1/sandboxes/:id/files",
                   [m, metrics](const HttpRequest& request) -> Result<HttpResponse> {
@@ -177,7 +179,7 @@ void SandboxServer::AddRoutes() {
                       reply.body = std::move(data);
                       return reply;
                     }());
-                  });
+                  }, kScopeFiles);
 
   http_.HandleJson(HttpMethod::kPost, "/v1/sandboxes/:id/freeze",
                    [m, metrics](const HttpRequest& request) -> Result<Json> {
@@ -186,7 +188,7 @@ void SandboxServer::AddRoutes() {
                        FR_RETURN_IF_ERROR(m->Freeze(id));
                        return Json{{"id", id}, {"state", "frozen"}};
                      }());
-                   });
+                   }, 200, kScopeExec);
 
   http_.HandleJson(HttpMethod::kPost, "/v1/sandboxes/:id/thaw",
                    [m, metrics](const HttpRequest& request) -> Result<Json> {
@@ -195,7 +197,7 @@ void SandboxServer::AddRoutes() {
                        FR_RETURN_IF_ERROR(m->Thaw(id));
                        return Json{{"id", id}, {"state", "running"}};
                      }());
-                   });
+                   }, 200, kScopeExec);
 
   http_.HandleJson(HttpMethod::kDelete, "/v1/sandboxes/:id",
                    [m, metrics](const HttpRequest& request) -> Result<Json> {
@@ -205,7 +207,7 @@ void SandboxServer::AddRoutes() {
                        metrics->RecordDestroy();
                        return Json{{"id", id}, {"destroyed", true}};
                      }());
-                   });
+                   }, 200, kScopeExec);
 
   http_.HandleJson(HttpMethod::kGet, "/v1/sandboxes/:id/events",
                    [m, metrics](const HttpRequest& request) -> Result<Json> {
@@ -220,14 +222,14 @@ void SandboxServer::AddRoutes() {
                        FR_RETURN_IF_ERROR(page.status());
                        return EventPageToJson(*page);
                      }());
-                   });
+                   }, 200, kScopeExec);
 
   http_.HandleRaw(HttpMethod::kGet, "/metrics", [m, metrics](const HttpRequest&) -> Result<HttpResponse> {
     HttpResponse reply;
     reply.content_type = "text/plain; version=0.0.4";
     reply.body = metrics->Render(m->List().size());
     return reply;
-  });
+  }, kScopeAdmin);
 }
 
 }  // namespace flashroll::sandbox::api

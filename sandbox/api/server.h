@@ -1,7 +1,19 @@
 // SandboxServer: the node agent's HTTP API over a Manager (what
 // `flashroll sandboxd` serves).
 //
-//   POST   /v1/sandboxes                 body: spec (wire.h);
+// Every route needs a bearer token holding its scope (HttpCredential):
+//
+//   create  POST /v1/sandboxes
+//   exec    exec, exec/stream, signal, freeze, thaw, DELETE and events of a
+//           sandbox (driving a sandbox once it exists)
+//   files   GET and PUT of files
+//   admin   GET /metrics (node-wide counts, no sandbox's data)
+//
+// Scopes are per node, not per sandbox: a token with exec may drive any
+// sandbox on the node.
+//
+//   POST   /v1/sandboxes                 body: spec (wire.h), admitted by
+//                                        the node's policy (policy.h);
 //                                        header Idempotency-Key (or query
 //                                        client_key) makes it idempotent;
 //                                        201 {"id": ...}
@@ -25,8 +37,9 @@
 //          blocks until a newer one comes
 //   GET    /metrics                      Prometheus text
 //
-// Errors are common/http.h's JSON error bodies: 401 without or with a wrong
-// token, 400 malformed JSON or a bad field (named) or a files path that is
+// Errors are common/http.h's JSON error bodies: 401 without or with an
+// unknown token, 403 a token without the route's scope (naming it) or a
+// create outside the node's policy (naming the field), 400 malformed JSON or a bad field (named) or a files path that is
 // no regular file ("path /tmp/f: a fifo, not a regular file") or runs into
 // a symlink loop, 403 a file the sandbox's user may not access, 404 unknown
 // sandbox or file, 409 wrong state (e.g. exec while frozen, signal with no
@@ -43,14 +56,23 @@
 #include "common/http.h"
 #include "common/status.h"
 #include "sandbox/api/metrics.h"
+#include "sandbox/api/policy.h"
 #include "sandbox/sandbox.h"
 
 namespace flashroll::sandbox::api {
 
+// The scopes of HttpCredential::scopes that the routes above check.
+inline constexpr char kScopeCreate[] = "create";
+inline constexpr char kScopeExec[] = "exec";
+inline constexpr char kScopeFiles[] = "files";
+inline constexpr char kScopeAdmin[] = "admin";
+
 class SandboxServer {
  public:
-  // `manager` must outlive the server.
-  SandboxServer(Manager* manager, HttpServerOptions options);
+  // `manager` must outlive the server. Creates are admitted by `policy`;
+  // `options` carries the credentials (a plain bearer_token holds every
+  // scope) and TLS files.
+  SandboxServer(Manager* manager, NodePolicy policy, HttpServerOptions options);
   ~SandboxServer();
   SandboxServer(const SandboxServer&) = delete;
   SandboxServer& operator=(const SandboxServer&) = delete;
@@ -68,6 +90,7 @@ class SandboxServer {
   void AddRoutes();
 
   Manager* manager_;
+  const NodePolicy policy_;
   ApiMetrics metrics_;
   HttpServer http_;
 };

@@ -48,13 +48,13 @@ Result<std::vector<std::string>> StringArrayField(const JsonView& body, std::str
 
 }  // namespace
 
-Result<SandboxSpec> SpecFromJson(const JsonView& body) {
-  SandboxSpec spec;
-  if (body.value().is_null()) return spec;
+Result<SpecRequest> SpecRequestFromJson(const JsonView& body) {
+  SpecRequest request;
+  SandboxSpec& spec = request.spec;
+  if (body.value().is_null()) return request;
   FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"image", "net", "allow", "memory", "pids", "cpus", "cpuset", "disk",
                                           "rw_paths", "hostname", "env", "ttl", "seccomp"}));
-  FR_ASSIGN_OR_RETURN(std::string image, body.GetString("image", "host"));
-  if (Status s = ParseImage(image, &spec); !s.ok()) return s.Wrap(body.path() + ".image");
+  FR_ASSIGN_OR_RETURN(request.image, body.GetString("image", request.image));
   FR_ASSIGN_OR_RETURN(std::string net, body.GetString("net", "none"));
   auto mode = ParseNetMode(net);
   if (!mode.ok()) return mode.status().Wrap(body.path() + ".net");
@@ -66,7 +66,7 @@ Result<SandboxSpec> SpecFromJson(const JsonView& body) {
     spec.allow.push_back(*rule);
   }
   FR_ASSIGN_OR_RETURN(spec.memory_bytes, ByteSizeField(body, "memory", 0));
-  FR_ASSIGN_OR_RETURN(spec.disk_bytes, ByteSizeField(body, "disk", spec.disk_bytes));
+  FR_ASSIGN_OR_RETURN(spec.disk_bytes, ByteSizeField(body, "disk", 0));
   FR_ASSIGN_OR_RETURN(spec.pids, body.GetInt("pids", 0));
   FR_ASSIGN_OR_RETURN(spec.cpus, body.GetDouble("cpus", 0));
   FR_ASSIGN_OR_RETURN(spec.cpuset, body.GetString("cpuset", ""));
@@ -77,6 +77,14 @@ Result<SandboxSpec> SpecFromJson(const JsonView& body) {
   }
   FR_ASSIGN_OR_RETURN(spec.ttl, DurationField(body, "ttl"));
   FR_ASSIGN_OR_RETURN(spec.seccomp, body.GetString("seccomp", spec.seccomp));
+  return request;
+}
+
+Result<SandboxSpec> SpecFromJson(const JsonView& body) {
+  FR_ASSIGN_OR_RETURN(SpecRequest request, SpecRequestFromJson(body));
+  SandboxSpec spec = std::move(request.spec);
+  if (spec.disk_bytes == 0) spec.disk_bytes = SandboxSpec().disk_bytes;
+  if (Status s = ParseImage(request.image, &spec); !s.ok()) return s.Wrap(body.path() + ".image");
   if (Status s = ValidateSpec(spec); !s.ok()) return s.Wrap(body.path());
   return spec;
 }

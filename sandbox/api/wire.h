@@ -3,10 +3,12 @@
 // sandbox.h. Parse errors are kInvalidArgument naming the field
 // ("body.memory: ...", "body: unknown field \"imgae\"").
 //
-// Spec fields (all optional): image ("host", "busybox" or an absolute
-// directory), net ("none" | "policy"), allow (["IP[/N]:PORT", ...]), memory
+// Spec fields (all optional): image ("host", "busybox", an absolute
+// directory for SpecFromJson, an image name for the node API), net ("none" | "policy"), allow (["IP[/N]:PORT", ...]), memory
 // and disk (bytes as a number or "256M"), pids, cpus, cpuset, rw_paths,
-// hostname, env (["K=V", ...]), ttl (milliseconds as a number or "10s").
+// hostname, env (["K=V", ...]), ttl (milliseconds as a number or "10s"),
+// seccomp ("default", a profile file or, on the node API, a profile name).
+// A memory, pids, cpus or disk of 0 is the same as none given.
 //
 // Exec request fields: cmd (required, non-empty string array), env, cwd,
 // timeout (as ttl), max_output_bytes.
@@ -31,8 +33,27 @@
 
 namespace flashroll::sandbox::api {
 
-// The request body of POST /v1/sandboxes into a validated spec. A null
-// body is the default spec. Returns kInvalidArgument naming the field.
+// A create request parsed but not yet resolved: the image as named, and
+// every other field in `spec` as sent (seccomp and rw_paths as text; the
+// memory, pids, cpus and disk limits 0 where the request gives none). The
+// node API admits it through its policy (policy.h); nothing here touches
+// the file system.
+struct SpecRequest {
+  SpecRequest() { spec.disk_bytes = 0; }
+
+  std::string image = "host";
+  SandboxSpec spec;
+};
+
+// The request body of POST /v1/sandboxes, checked for types and syntax
+// only. A null body is the default request. Returns kInvalidArgument naming
+// the field.
+Result<SpecRequest> SpecRequestFromJson(const JsonView& body);
+
+// SpecRequestFromJson, then the image resolved as ParseImage reads it (any
+// host directory) and the spec validated: the spec of an in-process caller
+// that may use any host path. A null body is the default spec. Returns
+// kInvalidArgument naming the field.
 Result<SandboxSpec> SpecFromJson(const JsonView& body);
 
 // The spec as SpecFromJson reads it (the inverse, for clients).

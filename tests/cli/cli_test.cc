@@ -53,6 +53,18 @@ TEST(CliTest, QuickstartConfigIsValid) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+TEST(CliTest, SandboxdConfigIsValid) {
+  CommandResult r = Flashroll("config check configs/sandboxd.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::string text = ReadFile("configs/sandboxd.yaml");
+  const size_t at = text.find("images: [python]");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 16, "images: [/etc]");
+  r = Flashroll("config check " + WriteTemp("sandboxd.yaml", text));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("images[0]: image name '/etc'"), std::string::npos) << r.output;
+}
+
 TEST(CliTest, BrokenConfigNamesLineAndKey) {
   std::string text = ReadFile("configs/quickstart.yaml");
   const size_t at = text.find("group_size: ");

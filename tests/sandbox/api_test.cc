@@ -56,7 +56,7 @@ class SandboxServiceTest : public ::testing::TestWithParam<std::string> {
     options.port = 0;
     options.bearer_token = kToken;
     options.max_body_bytes = 1 << 20;
-    server_ = std::make_unique<SandboxServer>(manager_.get(), options);
+    server_ = std::make_unique<SandboxServer>(manager_.get(), NodePolicy(), options);
     ASSERT_TRUE(server_->Start().ok());
     HttpClientOptions client_options;
     client_options.base_url = server_->base_url();
@@ -318,7 +318,7 @@ class ApiHttpTest : public SandboxFixture {
     HttpServerOptions options;
     options.bearer_token = kToken;
     options.max_body_bytes = 1 << 20;
-    server_ = std::make_unique<SandboxServer>(manager_.get(), options);
+    server_ = std::make_unique<SandboxServer>(manager_.get(), NodePolicy(), options);
     ASSERT_TRUE(server_->Start().ok());
     http_ = Client(kToken);
   }
@@ -376,7 +376,7 @@ TEST_F(ApiHttpTest, MalformedJsonAndBadFieldsAre400) {
               "body.pids");
   ExpectError(*http_, HttpMethod::kPost, "/v1/sandboxes", R"({"imgae": "host"})", 400, Code::kInvalidArgument,
               "imgae");
-  ExpectError(*http_, HttpMethod::kPost, "/v1/sandboxes", R"({"image": "relative"})", 400, Code::kInvalidArgument,
+  ExpectError(*http_, HttpMethod::kPost, "/v1/sandboxes", R"({"image": 7})", 400, Code::kInvalidArgument,
               "body.image");
   ExpectError(*http_, HttpMethod::kPost, "/v1/sandboxes", R"({"allow": ["10.0.0.1:99999"]})", 400,
               Code::kInvalidArgument, "body.allow[0]");

@@ -315,22 +315,25 @@ TEST_F(SeccompProfileSandboxTest, ProfileAppliesInsideTheSandbox) {
   EXPECT_TRUE(manager_->Destroy(plain).ok());
 }
 
+// Over HTTP a profile is named, never a path; a named profile that does not
+// compile is a 400 naming its file and field.
 TEST_F(SeccompProfileSandboxTest, BadProfileIsHttp400) {
   constexpr char kToken[] = "test-token-0123456789";
   HttpServerOptions options;
   options.bearer_token = kToken;
   options.max_body_bytes = 1 << 20;
-  api::SandboxServer server(manager_.get(), options);
+  const std::string bad =
+      Write("bad.json", R"({"syscalls": [{"names": ["read", "frobnicate"], "action": "SCMP_ACT_ALLOW"}]})");
+  api::NodePolicy policy;
+  policy.seccomp_profiles["bad"] = bad;
+  api::SandboxServer server(manager_.get(), policy, options);
   ASSERT_TRUE(server.Start().ok());
   HttpClientOptions client_options;
   client_options.base_url = server.base_url();
   client_options.bearer_token = kToken;
   auto client = HttpClient::Create(client_options);
   ASSERT_TRUE(client.ok()) << client.status().ToString();
-  const std::string bad =
-      Write("bad.json", R"({"syscalls": [{"names": ["read", "frobnicate"], "action": "SCMP_ACT_ALLOW"}]})");
-  const Json body = {{"seccomp", bad}};
-  auto reply = client->Send(HttpMethod::kPost, "/v1/sandboxes", DumpJson(body), "application/json");
+  auto reply = client->Send(HttpMethod::kPost, "/v1/sandboxes", R"({"seccomp": "bad"})", "application/json");
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_EQ(reply->status, 400) << reply->body;
   const Status parsed = StatusFromHttpReply(reply->status, reply->body);
@@ -338,6 +341,10 @@ TEST_F(SeccompProfileSandboxTest, BadProfileIsHttp400) {
   EXPECT_NE(parsed.message().find(bad + ": syscalls[0].names[1]: unknown system call 'frobnicate'"),
             std::string::npos)
       << parsed.ToString();
+  reply = client->Send(HttpMethod::kPost, "/v1/sandboxes", DumpJson(Json{{"seccomp", bad}}), "application/json");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 403) << reply->body;
+  EXPECT_TRUE(manager_->List().empty());
   server.Stop();
 }
 

@@ -1,0 +1,153 @@
+#include "sandbox/api/policy.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+
+#include "sandbox/unique_fd.h"
+
+namespace flashroll::sandbox::api {
+
+namespace {
+
+// "4G", "512M", "64K" or "1000 bytes": the form a config or request uses.
+std::string ByteText(uint64_t bytes) {
+  for (const auto& [shift, unit] : {std::pair{30, "G"}, std::pair{20, "M"}, std::pair{10, "K"}}) {
+    if (bytes != 0 && bytes % (uint64_t{1} << shift) == 0) return std::to_string(bytes >> shift) + unit;
+  }
+  return std::to_string(bytes) + " bytes";
+}
+
+std::string Known(const std::map<std::string, std::string>& names, std::initializer_list<const char*> builtins) {
+  std::string out;
+  for (const char* name : builtins) out += (out.empty() ? "" : ", ") + std::string(name);
+  for (const auto& [name, unused] : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+Status ResolveImage(const NodePolicy& policy, const std::string& image, const std::string& field, SandboxSpec* spec) {
+  if (image == "host" || image == "busybox") return ParseImage(image, spec);
+  if (image.find('/') != std::string::npos) {
+    return Status::PermissionDenied(field + ": \"" + image + "\" is a path; this node serves images by name (" +
+                                    Known(policy.images, {"host", "busybox"}) + ")");
+  }
+  const auto it = policy.images.find(image);
+  if (it == policy.images.end()) {
+    return Status::PermissionDenied(field + ": unknown image \"" + image + "\" (this node serves " +
+                                    Known(policy.images, {"host", "busybox"}) + ")");
+  }
+  spec->image = ImageKind::kDirectory;
+  spec->image_dir = it->second;
+  spec->image_ref.clear();
+  return Status::Ok();
+}
+
+Status ResolveSeccomp(const NodePolicy& policy, const std::string& field, SandboxSpec* spec) {
+  const std::string name = spec->seccomp;
+  if (name == "default") return Status::Ok();
+  if (name.find('/') != std::string::npos || name == "." || name == "..") {
+    return Status::PermissionDenied(field + ": \"" + name + "\" is a path; name a profile (" +
+                                    Known(policy.seccomp_profiles, {"default"}) + ")");
+  }
+  const auto it = policy.seccomp_profiles.find(name);
+  if (it == policy.seccomp_profiles.end()) {
+    return Status::PermissionDenied(field + ": unknown seccomp profile \"" + name + "\" (this node has " +
+                                    Known(policy.seccomp_profiles, {"default"}) + ")");
+  }
+  spec->seccomp = it->second;
+  return Status::Ok();
+}
+
+// The directory `path` names, resolved without ever looking outside
+// `root`: openat2 with RESOLVE_BENEATH fails with EXDEV at the first `..`
+// or symlink that would leave it, so a request cannot even learn whether a
+// path outside the root exists. "" for the root itself.
+Result<std::string> ResolveBeneath(const std::string& root, const std::string& path, const std::string& name) {
+  const std::string denied = name + ": " + path + " is not beneath the workspace root " + root;
+  // The trailing '/' keeps /srv/ws2 out for the root /srv/ws.
+  if (!path.starts_with(root + "/")) return Status::PermissionDenied(denied);
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd.valid()) return Status::FromErrno(errno, "open " + root);
+  const std::string relative = path.size() == root.size() + 1 ? "." : path.substr(root.size() + 1);
+  open_how how {};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root_fd.get(), relative.c_str(), &how, sizeof(how))));
+  if (!fd.valid()) {
+    if (errno == EXDEV) return Status::PermissionDenied(denied + " (it leads out of it)");
+    return Status::FromErrno(errno, name + ": " + path);
+  }
+  char real[PATH_MAX];
+  const std::string link = "/proc/self/fd/" + std::to_string(fd.get());
+  const ssize_t n = ::readlink(link.c_str(), real, sizeof(real) - 1);
+  if (n < 0) return Status::FromErrno(errno, "readlink " + link);
+  return std::string(real, static_cast<size_t>(n));
+}
+
+// Replaces each rw path by where it resolves beneath the workspace root,
+// so what is checked is what gets bound.
+Status ResolveRwPaths(const NodePolicy& policy, const std::string& field, SandboxSpec* spec) {
+  for (size_t i = 0; i < spec->rw_paths.size(); ++i) {
+    const std::string name = field + "[" + std::to_string(i) + "]";
+    const std::string& path = spec->rw_paths[i];
+    // Malformed before forbidden: a relative path means nothing on any node.
+    if (path.empty() || path[0] != '/') {
+      return Status::InvalidArgument(name + ": rw path '" + path + "': must be absolute");
+    }
+    if (policy.workspace_root.empty()) {
+      return Status::PermissionDenied(name + ": " + path +
+                                      ": this node binds no host paths (its config has no workspace_root)");
+    }
+    FR_ASSIGN_OR_RETURN(std::string real, ResolveBeneath(policy.workspace_root, path, name));
+    // The root holds every workspace.
+    if (real == policy.workspace_root) {
+      return Status::PermissionDenied(name + ": " + path + " is the workspace root itself, not a workspace in it");
+    }
+    spec->rw_paths[i] = real;
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status ApplyLimit(T* value, T fallback, T max, const std::string& field, const std::string& text,
+                  const std::string& max_text) {
+  if (*value == T{}) *value = fallback;
+  if (*value > max) {
+    return Status::PermissionDenied(field + ": " + text + " is above this node's maximum of " + max_text);
+  }
+  return Status::Ok();
+}
+
+std::string CpuText(double cpus) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", cpus);
+  return text;
+}
+
+}  // namespace
+
+Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, const std::string& path) {
+  SandboxSpec spec = std::move(request.spec);
+  FR_RETURN_IF_ERROR(ResolveImage(policy, request.image, path + ".image", &spec));
+  FR_RETURN_IF_ERROR(ResolveSeccomp(policy, path + ".seccomp", &spec));
+  FR_RETURN_IF_ERROR(ResolveRwPaths(policy, path + ".rw_paths", &spec));
+  const NodeLimits& d = policy.defaults;
+  const NodeLimits& m = policy.max;
+  FR_RETURN_IF_ERROR(ApplyLimit(&spec.memory_bytes, d.memory_bytes, m.memory_bytes, path + ".memory",
+                                ByteText(spec.memory_bytes), ByteText(m.memory_bytes)));
+  FR_RETURN_IF_ERROR(ApplyLimit(&spec.pids, d.pids, m.pids, path + ".pids", std::to_string(spec.pids),
+                                std::to_string(m.pids)));
+  FR_RETURN_IF_ERROR(
+      ApplyLimit(&spec.cpus, d.cpus, m.cpus, path + ".cpus", CpuText(spec.cpus), CpuText(m.cpus)));
+  FR_RETURN_IF_ERROR(ApplyLimit(&spec.disk_bytes, d.disk_bytes, m.disk_bytes, path + ".disk",
+                                ByteText(spec.disk_bytes), ByteText(m.disk_bytes)));
+  if (Status s = ValidateSpec(spec); !s.ok()) return s.Wrap(path);
+  return spec;
+}
+
+}  // namespace flashroll::sandbox::api

@@ -1,0 +1,62 @@
+// NodePolicy: what the node API (`flashroll sandboxd`) lets a create request
+// ask for. The API is reachable over the network, so a request names things
+// the node's administrator set up and never reaches host paths of its own:
+//
+//   image    a built-in (host, busybox) or a name in `images` (trees in the
+//            image store, image_store.h); anything with a '/' or an unknown
+//            name is refused.
+//   rw_paths paths strictly beneath `workspace_root` as written (its
+//            canonical path), resolved without leaving it (no `..` or
+//            symlink out, and nothing outside is looked at), and bound at
+//            the resolved path; without a workspace root none are allowed.
+//   seccomp  "default" (the built-in filter) or a name in `seccomp_profiles`.
+//   limits   memory, pids, cpus and disk: a limit the request leaves out
+//            (or gives as 0) gets `defaults`; one above `max` is refused.
+//
+// A default-constructed NodePolicy is the bare `flashroll sandboxd
+// --listen ... --token-file F`: built-in images only, no rw_paths, the
+// default seccomp filter, the limits below.
+//
+// Thread safety: a NodePolicy is a value; AdmitSpec only reads it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/status.h"
+#include "sandbox/api/wire.h"
+#include "sandbox/spec.h"
+
+namespace flashroll::sandbox::api {
+
+struct NodeLimits {
+  uint64_t memory_bytes = 0;
+  int64_t pids = 0;
+  double cpus = 0;
+  uint64_t disk_bytes = 0;  // the writable layer's size
+};
+
+struct NodePolicy {
+  // Image name -> the absolute tree that serves as its lower layer.
+  std::map<std::string, std::string> images;
+  // Canonical (realpath) directory; empty: rw_paths are refused.
+  std::string workspace_root;
+  // Profile name -> absolute profile file (sandbox/seccomp_profile.h).
+  std::map<std::string, std::string> seccomp_profiles;
+  // Enough for a shell, a compiler or a test run; a node that needs more
+  // says so in its config.
+  NodeLimits defaults{uint64_t{512} << 20, 256, 1.0, uint64_t{1} << 30};
+  NodeLimits max{uint64_t{4} << 30, 4096, 4.0, uint64_t{4} << 30};
+};
+
+// The spec `request` asks for under `policy`, validated (ValidateSpec).
+// `path` names the body in messages ("body"). Errors: kPermissionDenied
+// naming the field and the rule ("body.rw_paths[0]: /etc is not beneath
+// the workspace root /srv/ws"; "body.memory: 8G is above this node's
+// maximum of 4G"); kInvalidArgument for a relative rw path and for what
+// ValidateSpec refuses; kNotFound for an rw path beneath the root that does
+// not exist. Nothing is created either way.
+Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, const std::string& path);
+
+}  // namespace flashroll::sandbox::api

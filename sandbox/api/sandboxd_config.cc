@@ -1,0 +1,212 @@
+#include "sandbox/api/sandboxd_config.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <memory>
+
+#include "sandbox/api/server.h"
+#include "sandbox/seccomp.h"
+
+namespace flashroll::sandbox::api {
+
+namespace {
+
+Schema LimitsSchema() {
+  return Schema::Map()
+      .Optional("memory", Schema::ByteSize(4ull << 20))
+      .Optional("pids", Schema::Int(1, 1'000'000))
+      .Optional("cpus", Schema::Float(0.01, 4096))
+      .Optional("disk", Schema::ByteSize(1ull << 20));
+}
+
+// The node to point at: the key when the file has it, else its section,
+// else the top level, so every error has a line.
+YAML::Node Where(const YAML::Node& root, std::initializer_list<const char*> keys) {
+  YAML::Node node = root;
+  for (const char* key : keys) {
+    if (!node.IsMap() || !node[key].IsDefined()) break;
+    node = node[key];
+  }
+  return node;
+}
+
+NodeLimits ReadLimits(const YAML::Node& map, const NodeLimits& fallback) {
+  if (!map.IsDefined() || !map.IsMap()) return fallback;
+  return {ReadByteSize(map, "memory", fallback.memory_bytes), ReadInt(map, "pids", fallback.pids),
+          ReadFloat(map, "cpus", fallback.cpus), ReadByteSize(map, "disk", fallback.disk_bytes)};
+}
+
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4 {};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  std::string bare = host;
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+  in6_addr v6 {};
+  return ::inet_pton(AF_INET6, bare.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+// The profiles NAME.json of `dir`, compiled.
+Result<std::map<std::string, std::string>> LoadSeccompProfiles(const std::string& dir) {
+  std::map<std::string, std::string> profiles;
+  std::error_code error;
+  std::filesystem::directory_iterator entries(dir, error);
+  if (error) return Status::FromErrno(error.value(), "seccomp_profiles: open " + dir);
+  for (const auto& entry : entries) {
+    const std::string file = entry.path().filename().string();
+    if (file.size() <= 5 || !file.ends_with(".json")) continue;
+    const std::string name = file.substr(0, file.size() - 5);
+    // "default" is always the built-in filter.
+    if (name == "default") continue;
+    const std::string path = dir + "/" + file;
+    if (auto program = SeccompProgramFor(path); !program.ok()) return program.status().Wrap("seccomp_profiles");
+    profiles[name] = path;
+  }
+  return profiles;
+}
+
+}  // namespace
+
+std::vector<std::string> AllScopes() { return {kScopeCreate, kScopeExec, kScopeFiles, kScopeAdmin}; }
+
+Schema SandboxdConfigSchema() {
+  return Schema::Map()
+      .Required("kind", Schema::Enum({"sandboxd"}))
+      .Optional("listen", Schema::String())
+      .Optional("warm_pool", Schema::Int(0, 10'000))
+      .Optional("netns_pool", Schema::Int(0, 10'000))
+      .Optional("allow_unenforced_limits", Schema::Bool())
+      .Optional("image_store", Schema::String())
+      .Optional("images", Schema::List(Schema::String()))
+      .Optional("workspace_root", Schema::String())
+      .Optional("seccomp_profiles", Schema::String())
+      .Optional("limits", Schema::Map().Optional("default", LimitsSchema()).Optional("max", LimitsSchema()))
+      .Required("tokens", Schema::List(Schema::Map()
+                                           .Required("name", Schema::String())
+                                           .Required("file", Schema::String())
+                                           .Required("scopes", Schema::List(Schema::Enum(AllScopes()), 1)),
+                                       1))
+      .Optional("tls", Schema::Map().Required("cert", Schema::String()).Required("key", Schema::String()));
+}
+
+Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
+  const YAML::Node& root = file.root;
+  FR_RETURN_IF_ERROR(SandboxdConfigSchema().Validate(root, file.path));
+  SandboxdConfig c;
+  c.listen = ReadString(root, "listen", c.listen);
+  c.warm_pool = ReadInt(root, "warm_pool", c.warm_pool);
+  c.netns_pool = ReadInt(root, "netns_pool", c.netns_pool);
+  c.allow_unenforced_limits = ReadBool(root, "allow_unenforced_limits", c.allow_unenforced_limits);
+  c.image_store = ReadString(root, "image_store", c.image_store);
+  if (root["images"].IsDefined()) c.images = ReadStringList(root, "images");
+  c.workspace_root = ReadString(root, "workspace_root", "");
+  c.seccomp_profiles = ReadString(root, "seccomp_profiles", "");
+  if (const YAML::Node limits = root["limits"]; limits.IsDefined()) {
+    c.defaults = ReadLimits(limits["default"], c.defaults);
+    c.max = ReadLimits(limits["max"], c.max);
+  }
+  const YAML::Node tokens = root["tokens"];
+  for (const YAML::Node& t : tokens) {
+    c.tokens.push_back({ReadString(t, "name", ""), ReadString(t, "file", ""), ReadStringList(t, "scopes")});
+  }
+  if (const YAML::Node tls = root["tls"]; tls.IsDefined()) {
+    c.tls_cert = ReadString(tls, "cert", "");
+    c.tls_key = ReadString(tls, "key", "");
+  }
+
+  // What the schema cannot express.
+  for (const char* key : {"image_store", "workspace_root", "seccomp_profiles"}) {
+    const YAML::Node node = root[key];
+    if (node.IsDefined() && node.Scalar().rfind('/', 0) != 0) {
+      return file.ErrorAt(node, key, "must be an absolute path, got \"" + node.Scalar() + "\"");
+    }
+  }
+  for (size_t i = 0; i < c.images.size(); ++i) {
+    if (Status s = CheckImageName(c.images[i]); !s.ok()) {
+      return file.ErrorAt(root["images"][i], "images[" + std::to_string(i) + "]", s.message());
+    }
+  }
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (c.tokens[j].name == c.tokens[i].name) {
+        return file.ErrorAt(tokens[i]["name"], "tokens[" + std::to_string(i) + "].name",
+                            "\"" + c.tokens[i].name + "\" is also tokens[" + std::to_string(j) + "]'s name");
+      }
+    }
+  }
+  // A default above its maximum would make every request without limits
+  // a 403.
+  const std::pair<const char*, bool> above[] = {{"memory", c.defaults.memory_bytes > c.max.memory_bytes},
+                                                {"pids", c.defaults.pids > c.max.pids},
+                                                {"cpus", c.defaults.cpus > c.max.cpus},
+                                                {"disk", c.defaults.disk_bytes > c.max.disk_bytes}};
+  for (const auto& [key, is_above] : above) {
+    if (is_above) {
+      return file.ErrorAt(Where(root, {"limits", "default", key}), std::string("limits.default.") + key,
+                          std::string("is above limits.max.") + key + " (a built-in default where not given)");
+    }
+  }
+  return c;
+}
+
+Result<NodePolicy> LoadNodePolicy(const SandboxdConfig& config) {
+  NodePolicy policy;
+  policy.defaults = config.defaults;
+  policy.max = config.max;
+  for (size_t i = 0; i < config.images.size(); ++i) {
+    auto tree = StoredImage(config.image_store, config.images[i]);
+    if (!tree.ok()) return tree.status().Wrap("images[" + std::to_string(i) + "]");
+    policy.images[config.images[i]] = *tree;
+  }
+  if (!config.workspace_root.empty()) {
+    std::unique_ptr<char, decltype(&::free)> real(::realpath(config.workspace_root.c_str(), nullptr), &::free);
+    if (real == nullptr) return Status::FromErrno(errno, "workspace_root: realpath " + config.workspace_root);
+    struct stat st {};
+    if (::stat(real.get(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Status::InvalidArgument("workspace_root: " + config.workspace_root + " is not a directory");
+    }
+    policy.workspace_root = real.get();
+    // Beneath "/" every host path but the root itself would be allowed.
+    if (policy.workspace_root == "/") {
+      return Status::InvalidArgument("workspace_root: " + config.workspace_root + " is the host's root");
+    }
+  }
+  if (!config.seccomp_profiles.empty()) {
+    FR_ASSIGN_OR_RETURN(policy.seccomp_profiles, LoadSeccompProfiles(config.seccomp_profiles));
+  }
+  return policy;
+}
+
+Result<std::vector<HttpCredential>> LoadCredentials(const SandboxdConfig& config) {
+  std::vector<HttpCredential> credentials;
+  for (size_t i = 0; i < config.tokens.size(); ++i) {
+    const SandboxdConfig::Token& t = config.tokens[i];
+    const std::string key = "tokens[" + std::to_string(i) + "].file";
+    auto token = LoadTokenFile(t.file);
+    if (!token.ok()) return token.status().Wrap(key);
+    for (size_t j = 0; j < credentials.size(); ++j) {
+      if (credentials[j].token == *token) {
+        return Status::InvalidArgument(key + ": " + t.file + " holds the same token as tokens[" + std::to_string(j) +
+                                       "].file");
+      }
+    }
+    credentials.push_back({t.name, *token, t.scopes});
+  }
+  return credentials;
+}
+
+Status CheckTransport(const SandboxdConfig& config, bool insecure) {
+  const size_t colon = config.listen.rfind(':');
+  const std::string host = config.listen.substr(0, colon == std::string::npos ? config.listen.size() : colon);
+  if (IsLoopback(host) || !config.tls_cert.empty() || insecure) return Status::Ok();
+  return Status::InvalidArgument("listen " + config.listen +
+                                 ": a non-loopback address needs tls (cert and key) in the config, or --insecure");
+}
+
+}  // namespace flashroll::sandbox::api

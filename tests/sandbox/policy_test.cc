@@ -1,0 +1,221 @@
+// The node API's request policy (sandbox/api/policy.h), tried as an
+// attacker would: host paths as images and profiles, `..` and symlinks out
+// of the workspace root, prefix tricks, limits above the maximum.
+#include "sandbox/api/policy.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+namespace flashroll::sandbox::api {
+namespace {
+
+namespace fs = std::filesystem;
+
+class PolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/flashroll-policy-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    // ws is the root; ws2 shares its prefix; ws/a and ws/b are workspaces.
+    for (const char* sub : {"ws/a/deep", "ws/b", "ws2", "outside"}) fs::create_directories(dir_ + "/" + sub);
+    fs::create_directory_symlink("/etc", dir_ + "/ws/a/to-etc");
+    fs::create_directory_symlink("../../outside", dir_ + "/ws/a/to-outside");
+    fs::create_directory_symlink("../b", dir_ + "/ws/a/to-b");
+    policy_.workspace_root = dir_ + "/ws";
+    policy_.images["python"] = dir_ + "/store/python";
+    policy_.seccomp_profiles["strict"] = dir_ + "/profiles/strict.json";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result<SandboxSpec> Admit(SpecRequest request) { return AdmitSpec(policy_, std::move(request), "body"); }
+
+  Result<SandboxSpec> AdmitRw(const std::string& path) {
+    SpecRequest request;
+    request.spec.rw_paths = {path};
+    return Admit(request);
+  }
+
+  // Expects a 403 whose message starts with `field` and contains `needle`.
+  static void ExpectDenied(const Result<SandboxSpec>& result, const std::string& field,
+                           const std::string& needle = "") {
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), Code::kPermissionDenied) << result.status().ToString();
+    EXPECT_EQ(result.status().message().rfind(field + ": ", 0), 0u) << result.status().ToString();
+    EXPECT_NE(result.status().message().find(needle), std::string::npos) << result.status().ToString();
+  }
+
+  std::string dir_;
+  NodePolicy policy_;
+};
+
+TEST_F(PolicyTest, ImagesAreNamesNeverHostPaths) {
+  for (const char* path : {"/", "/etc", "/srv/img:latest", "../python", "python/..", "./python"}) {
+    SpecRequest request;
+    request.image = path;
+    ExpectDenied(Admit(request), "body.image", "is a path");
+  }
+  SpecRequest unknown;
+  unknown.image = "ubuntu";
+  ExpectDenied(Admit(unknown), "body.image", "unknown image \"ubuntu\" (this node serves host, busybox, python)");
+  SpecRequest with_ref;
+  with_ref.image = "python:3.12";
+  ExpectDenied(Admit(with_ref), "body.image", "unknown image");
+}
+
+TEST_F(PolicyTest, NamedImagesResolveToTheirTrees) {
+  SpecRequest request;
+  request.image = "python";
+  auto spec = Admit(request);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->image, ImageKind::kDirectory);
+  EXPECT_EQ(spec->image_dir, dir_ + "/store/python");
+  request.image = "busybox";
+  ASSERT_TRUE(Admit(request).ok());
+  EXPECT_EQ(Admit(request)->image, ImageKind::kBusybox);
+  request.image = "host";
+  EXPECT_EQ(Admit(request)->image, ImageKind::kHost);
+}
+
+TEST_F(PolicyTest, SeccompProfilesAreNamesNeverPaths) {
+  for (const char* path : {"/etc/shadow", "/tmp/p.json", "../strict", "strict/x", "..", "."}) {
+    SpecRequest request;
+    request.spec.seccomp = path;
+    ExpectDenied(Admit(request), "body.seccomp", "is a path");
+  }
+  SpecRequest unknown;
+  unknown.spec.seccomp = "lax";
+  ExpectDenied(Admit(unknown), "body.seccomp", "unknown seccomp profile \"lax\" (this node has default, strict)");
+  SpecRequest plain;
+  auto spec = Admit(plain);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->seccomp, "default");
+}
+
+TEST_F(PolicyTest, RwPathsOnlyStrictlyBeneathTheWorkspaceRoot) {
+  ExpectDenied(AdmitRw("/etc"), "body.rw_paths[0]", "is not beneath the workspace root " + dir_ + "/ws");
+  ExpectDenied(AdmitRw(dir_ + "/ws/../outside"), "body.rw_paths[0]", "leads out of it");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/../../ws2"), "body.rw_paths[0]");
+  // A prefix of the root's name is not beneath it.
+  ExpectDenied(AdmitRw(dir_ + "/ws2"), "body.rw_paths[0]");
+  // The root holds every workspace.
+  ExpectDenied(AdmitRw(dir_ + "/ws"), "body.rw_paths[0]");
+  ExpectDenied(AdmitRw(dir_ + "/ws/"), "body.rw_paths[0]", "the workspace root itself");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/.."), "body.rw_paths[0]", "the workspace root itself");
+  // Symlinks inside the root that point out of it.
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-etc"), "body.rw_paths[0]", "leads out of it");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-etc/passwd"), "body.rw_paths[0]", "leads out of it");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-outside"), "body.rw_paths[0]", "leads out of it");
+
+  SpecRequest two;
+  two.spec.rw_paths = {dir_ + "/ws/a", "/etc"};
+  ExpectDenied(Admit(two), "body.rw_paths[1]");
+}
+
+// Whether a host path exists is nobody's business: a path out of the root
+// is refused the same way whether it exists or not.
+TEST_F(PolicyTest, RwPathsOutOfTheRootRevealNothingAboutTheHost) {
+  const Result<SandboxSpec> exists = AdmitRw(dir_ + "/ws/../outside");
+  const Result<SandboxSpec> missing = AdmitRw(dir_ + "/ws/../no-such-dir");
+  ExpectDenied(exists, "body.rw_paths[0]");
+  ExpectDenied(missing, "body.rw_paths[0]");
+  fs::create_directory_symlink("/no/such/dir", dir_ + "/ws/a/to-nothing");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-nothing"), "body.rw_paths[0]", "leads out of it");
+  ExpectDenied(AdmitRw(dir_ + "/ws/a/to-etc/no-such-file"), "body.rw_paths[0]", "leads out of it");
+}
+
+TEST_F(PolicyTest, RwPathsBeneathTheRootAreBoundAtTheirResolvedPath) {
+  auto spec = AdmitRw(dir_ + "/ws/a/deep/../deep");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->rw_paths, std::vector<std::string>{dir_ + "/ws/a/deep"});
+  // A symlink that stays inside is bound where it leads, so a later swap of
+  // the link cannot move the bind.
+  spec = AdmitRw(dir_ + "/ws/a/to-b");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->rw_paths, std::vector<std::string>{dir_ + "/ws/b"});
+}
+
+TEST_F(PolicyTest, RwPathsAreRefusedWithoutAWorkspaceRoot) {
+  policy_.workspace_root.clear();
+  ExpectDenied(AdmitRw(dir_ + "/ws/a"), "body.rw_paths[0]", "no workspace_root");
+}
+
+TEST_F(PolicyTest, MalformedAndMissingRwPathsAreNot403) {
+  auto relative = AdmitRw("ws/a");
+  EXPECT_EQ(relative.status().code(), Code::kInvalidArgument) << relative.status().ToString();
+  EXPECT_NE(relative.status().message().find("body.rw_paths[0]"), std::string::npos);
+  auto missing = AdmitRw(dir_ + "/ws/none");
+  EXPECT_EQ(missing.status().code(), Code::kNotFound) << missing.status().ToString();
+  EXPECT_NE(missing.status().message().find("body.rw_paths[0]"), std::string::npos);
+}
+
+TEST_F(PolicyTest, WhatTheSpecItselfRefusesIs400NamingTheBody) {
+  SpecRequest request;
+  request.spec.memory_bytes = 1u << 20;
+  auto spec = Admit(request);
+  EXPECT_EQ(spec.status().code(), Code::kInvalidArgument) << spec.status().ToString();
+  EXPECT_NE(spec.status().message().find("body: memory: must be at least 4M"), std::string::npos)
+      << spec.status().ToString();
+}
+
+TEST_F(PolicyTest, LimitsLeftOutGetTheDefaults) {
+  policy_.defaults = {64u << 20, 32, 0.5, 16u << 20};
+  auto spec = Admit(SpecRequest());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->memory_bytes, 64u << 20);
+  EXPECT_EQ(spec->pids, 32);
+  EXPECT_EQ(spec->cpus, 0.5);
+  EXPECT_EQ(spec->disk_bytes, 16u << 20);
+
+  SpecRequest asked;
+  asked.spec.memory_bytes = 128u << 20;
+  asked.spec.pids = 8;
+  asked.spec.cpus = 2;
+  asked.spec.disk_bytes = 32u << 20;
+  spec = Admit(asked);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->memory_bytes, 128u << 20);
+  EXPECT_EQ(spec->pids, 8);
+  EXPECT_EQ(spec->cpus, 2);
+  EXPECT_EQ(spec->disk_bytes, 32u << 20);
+}
+
+TEST_F(PolicyTest, TheBareDefaultsAreSane) {
+  const NodePolicy bare;
+  EXPECT_EQ(bare.defaults.memory_bytes, 512u << 20);
+  EXPECT_EQ(bare.defaults.pids, 256);
+  EXPECT_EQ(bare.defaults.cpus, 1.0);
+  EXPECT_EQ(bare.max.memory_bytes, uint64_t{4} << 30);
+  EXPECT_TRUE(bare.images.empty());
+  EXPECT_TRUE(bare.workspace_root.empty());
+  EXPECT_TRUE(bare.seccomp_profiles.empty());
+}
+
+TEST_F(PolicyTest, LimitsAboveTheMaximumAre403NamingFieldAndMaximum) {
+  SpecRequest memory;
+  memory.spec.memory_bytes = (uint64_t{4} << 30) + 1;
+  ExpectDenied(Admit(memory), "body.memory", "is above this node's maximum of 4G");
+  SpecRequest pids;
+  pids.spec.pids = 4097;
+  ExpectDenied(Admit(pids), "body.pids", "4097 is above this node's maximum of 4096");
+  SpecRequest cpus;
+  cpus.spec.cpus = 4.5;
+  ExpectDenied(Admit(cpus), "body.cpus", "4.5 is above this node's maximum of 4");
+  SpecRequest disk;
+  disk.spec.disk_bytes = uint64_t{8} << 30;
+  ExpectDenied(Admit(disk), "body.disk", "8G is above this node's maximum of 4G");
+
+  SpecRequest at_max;
+  at_max.spec.memory_bytes = uint64_t{4} << 30;
+  at_max.spec.pids = 4096;
+  at_max.spec.cpus = 4;
+  at_max.spec.disk_bytes = uint64_t{4} << 30;
+  EXPECT_TRUE(Admit(at_max).ok());
+}
+
+}  // namespace
+}  // namespace flashroll::sandbox::api
