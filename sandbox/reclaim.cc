@@ -1,6 +1,9 @@
 #include "sandbox/reclaim.h"
 
+#include <set>
+
 #include "common/log.h"
+#include "sandbox/bpf_pins.h"
 #include "sandbox/naming.h"
 #include "sandbox/veth.h"
 
@@ -8,10 +11,18 @@ namespace flashroll::sandbox {
 
 Result<std::vector<std::string>> ReclaimLeftovers(CgroupBackend& backend) {
   FR_ASSIGN_OR_RETURN(std::vector<std::string> names, backend.List());
+  // Pins of sandboxes whose cgroups are gone already (a manager killed
+  // between removing the cgroups and the pins) are reclaimed too.
+  FR_ASSIGN_OR_RETURN(std::vector<std::string> pinned, ListBpfPinDirs());
+  std::set<std::string> all(names.begin(), names.end());
+  all.insert(pinned.begin(), pinned.end());
   std::vector<std::string> removed;
-  for (const auto& name : names) {
+  for (const auto& name : all) {
     if (OwnerAlive(name)) continue;
+    // The processes go first: the pins keep the network policy on them
+    // until then.
     FR_RETURN_IF_ERROR(backend.RemoveLeftover(name).Wrap("reclaim " + name));
+    FR_RETURN_IF_ERROR(RemoveBpfPins(name).Wrap("reclaim " + name));
     log::Info("sandbox reclaimed", {{"id", name}});
     removed.push_back(name);
   }

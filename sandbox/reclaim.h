@@ -1,13 +1,17 @@
 // Start-up reclaim: removes what managers that were killed left behind.
 //
-// A sandbox's processes die with its manager (the init exits when its
-// control socket closes, taking its pid namespace and mounts with it), so
-// what can remain are cgroup directories and, for a manager killed while
-// starting a --net policy sandbox, a veth pair still in the host's network
-// namespace. Their names (the veth's ifalias) carry the creating manager's
-// pid and start time (naming.h); those whose manager is gone are emptied
-// and removed. Live managers' sandboxes are left alone. BPF links need no
-// reclaim: they are held by the manager's descriptors and go with it.
+// A sandbox's processes usually die with its manager (the init exits when
+// its control socket closes, taking its pid namespace and mounts with it),
+// but a frozen sandbox's init cannot notice: it and its processes stay,
+// frozen, in their cgroups. What can remain are those cgroups (and
+// processes), the pinned BPF links of a --net policy sandbox (bpf_pins.h:
+// pinned so the policy holds as long as anything of the sandbox runs), and,
+// for a manager killed while starting a --net policy sandbox, a veth pair
+// still in the host's network namespace. Their names (the veth's ifalias)
+// carry the creating manager's pid and start time (naming.h); those whose
+// manager is gone are killed (cgroup.kill reaches frozen processes too),
+// then their pins and directories are removed. Live managers' sandboxes
+// are left alone. No host mount is per sandbox (mount.h), so none is left.
 //
 // Thread safety: safe to run concurrently with other managers.
 #pragma once

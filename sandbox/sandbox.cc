@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "sandbox/bpf_pins.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/cgroup_backends.h"
 #include "sandbox/contain.h"
@@ -64,7 +65,7 @@ struct Sandbox {
 // Removes what is left of a sandbox. Nothing protective goes while a
 // process of it may still run: first everything is killed and the init
 // reaped (the kernel reaps a pid namespace's init after its last process),
-// then the veth, the network policy and the cgroups
+// then the veth, the network policy (its links and pins) and the cgroups
 // go. Each step skips what an earlier attempt removed, so a failed teardown
 // can simply be called again (reaper.h); the wait for the init is bounded
 // by `reap_timeout`, so an attempt always returns.
@@ -157,8 +158,10 @@ struct Manager::Impl {
     NetPolicy policy;
     policy.allow = spec.allow;
     policy.allow_loopback = true;  // the sandbox's own loopback: it has its own network namespace
-    FR_ASSIGN_OR_RETURN(sb->net_policy,
-                        bpf->Attach("/proc/self/fd/" + std::to_string(sb->cgroup->clone_into_fd()), policy));
+    // Pinned, so the policy outlives this manager if it is killed (bpf_pins.h).
+    FR_RETURN_IF_ERROR(EnsureBpfPinRoot());
+    FR_ASSIGN_OR_RETURN(sb->net_policy, bpf->Attach("/proc/self/fd/" + std::to_string(sb->cgroup->clone_into_fd()),
+                                                    policy, BpfPinDir(sb->id)));
     FR_ASSIGN_OR_RETURN(sb->veth, Veth::Create(sb->id));
     plan.veth = sb->veth.child_plan();
     Sandbox* raw = sb.get();
