@@ -3,6 +3,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "sandbox/apparmor.h"
 #include "sandbox/bpf_pins.h"
 #include "sandbox/naming.h"
 #include "sandbox/veth.h"
@@ -28,6 +29,8 @@ Result<std::vector<std::string>> ReclaimLeftovers(CgroupBackend& backend) {
   }
   FR_ASSIGN_OR_RETURN(std::vector<std::string> veths, ReclaimVeths());
   removed.insert(removed.end(), veths.begin(), veths.end());
+  FR_ASSIGN_OR_RETURN(std::vector<std::string> profiles, ReclaimAppArmorProfiles());
+  removed.insert(removed.end(), profiles.begin(), profiles.end());
   return removed;
 }
 

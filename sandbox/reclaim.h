@@ -10,8 +10,9 @@
 // still in the host's network namespace. Their names (the veth's ifalias)
 // carry the creating manager's pid and start time (naming.h); those whose
 // manager is gone are killed (cgroup.kill reaches frozen processes too),
-// then their pins and directories are removed. Live managers' sandboxes
-// are left alone. No host mount is per sandbox (mount.h), so none is left.
+// then their pins, directories and AppArmor profiles (apparmor.h) are
+// removed. Live managers' sandboxes are left alone. No host mount is per
+// sandbox (mount.h), so none is left.
 //
 // Thread safety: safe to run concurrently with other managers.
 #pragma once

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "common/log.h"
+#include "sandbox/apparmor.h"
+#include "sandbox/apparmor_profile.h"
 #include "sandbox/bpf_pins.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/cgroup_backends.h"
@@ -53,6 +55,7 @@ struct Sandbox {
   // --net policy; declared after the cgroup so they go first on failure.
   NetPolicyAttachment net_policy;
   Veth veth;
+  AppArmorProfile apparmor;  // loaded only where the kernel has AppArmor
   InitProcess init;
 
   std::mutex exec_mu;
@@ -83,6 +86,8 @@ Status TearDown(Sandbox& sb, std::chrono::milliseconds reap_timeout) {
   Status first = sb.veth.Remove();
   Status detached = sb.net_policy.Detach();
   if (first.ok()) first = detached;
+  Status unloaded = sb.apparmor.Unload();
+  if (first.ok()) first = unloaded;
   Status removed = sb.cgroup->Remove();
   if (first.ok()) first = removed;
   return first;
@@ -142,6 +147,7 @@ struct Manager::Impl {
     auto sb = std::make_shared<Sandbox>();
     sb->id = NewSandboxName();
     sb->spec = spec;
+    FR_RETURN_IF_ERROR(LoadAppArmor(*sb, &plan));
     // On any failure below, the Cgroup's destructor kills and removes it.
     FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
     if (spec.net != NetMode::kPolicy) {
@@ -168,6 +174,22 @@ struct Manager::Impl {
     auto move_veth = [raw](pid_t pid) { return raw->veth.MoveIntoNetns(pid); };
     FR_ASSIGN_OR_RETURN(sb->init, LaunchInit(plan, *sb->cgroup, move_veth));
     return sb;
+  }
+
+  // Where the kernel has AppArmor, loads the sandbox's profile and has the
+  // init start in it.
+  static Status LoadAppArmor(Sandbox& sb, ContainPlan* plan) {
+    if (!AppArmorEnabled()) {
+      static std::once_flag said;
+      std::call_once(said, [] {
+        log::Debug("sandbox: the kernel has no AppArmor (/sys/kernel/security/apparmor); no per-sandbox profile", {});
+      });
+      return Status::Ok();
+    }
+    FR_ASSIGN_OR_RETURN(std::string text, GenerateAppArmorProfile(sb.id, sb.spec, plan->mount.root_entries));
+    FR_ASSIGN_OR_RETURN(sb.apparmor, AppArmorProfile::Load(AppArmorProfileName(sb.id), text));
+    plan->apparmor_exec = "exec " + sb.apparmor.name();
+    return Status::Ok();
   }
 
   // A pre-started sandbox for `spec`, or nullptr when none is ready.
