@@ -350,8 +350,10 @@ TEST_F(SandboxLeakTest, ANewManagerRemovesEverythingOfAKilledOnesFrozenAndPolice
 
   kill(manager_pid, SIGKILL);
   waitpid(manager_pid, nullptr, 0);
-  // The frozen sandbox lives on, and its policy with it (the pins hold the links).
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The frozen sandbox lives on, and its policy with it (the pins hold the
+  // links). Looked at soon: another manager starting on this host (a test
+  // run in parallel) would reclaim it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   for (pid_t pid : ProcessesOf(frozen)) EXPECT_TRUE(Alive(pid)) << pid;
   EXPECT_EQ(ProcessesOf(frozen).size(), 2u);
   EXPECT_EQ(ConnectProgramsOn(frozen), 1u) << "the frozen sandbox lost its network policy with its manager";
