@@ -18,6 +18,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -25,8 +26,23 @@
 
 namespace flashroll::sandbox {
 
-// Returns the names of the sandboxes (and veth interfaces) it removed, or
-// the first failure.
-Result<std::vector<std::string>> ReclaimLeftovers(CgroupBackend& backend);
+// Removes what is left of the dead manager's sandbox `name`: kills and
+// removes its cgroups, then removes its pins. Safe to call again after a
+// failure. Returns the first failed step, naming it.
+Status ReclaimSandbox(CgroupBackend& backend, const std::string& name);
+
+struct Reclaimed {
+  std::vector<std::string> removed;  // sandboxes, veth interfaces and AppArmor profiles
+  // Sandboxes that could not be removed (e.g. a process in uninterruptible
+  // sleep keeps a cgroup populated), with why. The others are removed all
+  // the same; the manager hands these to its reaper, so a stuck leftover
+  // never keeps a manager from starting.
+  std::vector<std::pair<std::string, Status>> failed;
+};
+
+// Reclaims every leftover of managers that are gone. Returns what it did,
+// or the failure that kept it from looking (listing the cgroups, pins,
+// veths or profiles).
+Result<Reclaimed> ReclaimLeftovers(CgroupBackend& backend);
 
 }  // namespace flashroll::sandbox

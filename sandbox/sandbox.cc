@@ -432,9 +432,6 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
   } else {
     FR_ASSIGN_OR_RETURN(impl->cgroups, OpenCgroupBackend());
   }
-  if (options.reclaim_leftovers && !impl->user_namespace) {
-    FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());
-  }
   impl->allow_unenforced_limits = options.allow_unenforced_limits;
   impl->warm_pool = std::max(0, options.warm_pool);
   impl->file_timeout = options.file_timeout;
@@ -445,6 +442,16 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
   Impl* raw = impl.get();
   impl->reaper = std::make_unique<Reaper>(options.reaper,
                                           [raw](const Reaper::Report& report) { raw->OnReaperReport(report); });
+  if (options.reclaim_leftovers && !impl->user_namespace) {
+    FR_ASSIGN_OR_RETURN(Reclaimed reclaimed, ReclaimLeftovers(*impl->cgroups));
+    // A leftover that cannot go yet (a process of it in uninterruptible
+    // sleep) does not keep this manager from starting: the reaper retries.
+    for (auto& [name, failure] : reclaimed.failed) {
+      CgroupBackend* backend = impl->cgroups.get();
+      impl->reaper->Submit(
+          name, [backend, name = name] { return ReclaimSandbox(*backend, name); }, failure);
+    }
+  }
   // The watcher goes on at once to the other sandboxes; the reaper tears
   // this one down.
   FR_ASSIGN_OR_RETURN(impl->watcher, CrashWatcher::Start(&impl->events, [raw](const std::string& id) {

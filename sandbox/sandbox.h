@@ -9,7 +9,8 @@
 // fails or runs out of time leaves the sandbox out of service and goes to a
 // reaper that retries it and reports each attempt (reaper.h). A sandbox
 // with a TTL is destroyed when it expires. Open() first reclaims the cgroups (and
-// veths) of sandboxes whose manager was killed (see naming.h, reclaim.h).
+// veths, pinned BPF links, AppArmor profiles) of sandboxes whose manager was
+// killed (see naming.h, reclaim.h); one that cannot go yet goes to the reaper.
 // Crashes (OOM kill, PID 1 exit, root filesystem damage) are reported as
 // repercussion events (events.h, crash_watcher.h); a sandbox whose PID 1
 // died is destroyed.
