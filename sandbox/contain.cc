@@ -4,6 +4,7 @@
 
 #include <cerrno>
 
+#include "sandbox/apparmor.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/init_binary.h"
 #include "sandbox/net.h"
@@ -117,6 +118,8 @@ ChildStatus ContainChild(const ContainPlan& plan, int sync_fd, int control_fd) {
   if (!plan.user_namespace) FR_CHILD_STEP(AwaitParentChild(sync_fd));
   FR_CHILD_STEP(VethChild(plan.veth));
   FR_CHILD_STEP(CgroupNamespaceChild());
+  // Before Landlock, which denies writes under /proc.
+  FR_CHILD_STEP(AppArmorChild(plan.apparmor_exec));
   FR_CHILD_STEP(CapsChild(plan.caps));
   FR_CHILD_STEP(LandlockChild(plan.landlock_rules, plan.landlock));
   FR_CHILD_STEP(SeccompChild(*plan.seccomp));

@@ -35,6 +35,9 @@ struct ContainPlan {
   // A manager without root: the child gets a user namespace (the launcher
   // writes its id maps) and waits for them before any filesystem work.
   bool user_namespace = false;
+  // "exec <profile>": the AppArmor profile the init starts in (apparmor.h);
+  // filled in by the caller once the profile is loaded. Empty: none.
+  std::string apparmor_exec;
   const SeccompProgram* seccomp = nullptr;  // process-lifetime
   int init_fd = -1;                         // process-lifetime memfd
 };

@@ -10,6 +10,7 @@ const char* EventKindName(EventKind kind) {
     case EventKind::kInitExit: return "init_exit";
     case EventKind::kRootfsDamage: return "rootfs_damage";
     case EventKind::kTimeout: return "timeout";
+    case EventKind::kTeardownFailed: return "teardown_failed";
   }
   return "unknown";
 }

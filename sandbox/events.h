@@ -5,7 +5,8 @@
 // the kernel OOM-kills one of its processes, when its init (PID 1) exits on
 // its own, when its root filesystem is damaged (an essential path such as
 // /bin/sh, /usr/bin or /lib deleted or replaced in the writable layer), and
-// when an exec or the sandbox's TTL times out. A crash becomes a failed
+// when an exec or the sandbox's TTL times out, and when an attempt to tear
+// it down failed (the log stays open until the teardown finishes). A crash becomes a failed
 // trajectory through these events (see Manager::EventsSince).
 //
 // Each sandbox's events carry sequence numbers 1, 2, 3, ... A cursor is the
@@ -39,9 +40,11 @@ enum class EventKind {
   kInitExit,      // the sandbox's PID 1 exited without Destroy; the sandbox is dead
   kRootfsDamage,  // detail: the essential path that was deleted or replaced
   kTimeout,       // an exec ran past its timeout, or the TTL expired
+  kTeardownFailed,  // detail: a teardown attempt's error; the reaper (reaper.h) retries it
 };
 
-// "created", "destroyed", "oom", "init_exit", "rootfs_damage", "timeout".
+// "created", "destroyed", "oom", "init_exit", "rootfs_damage", "timeout",
+// "teardown_failed".
 const char* EventKindName(EventKind kind);
 
 struct SandboxEvent {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -70,10 +72,30 @@ Status WriteIdMaps(pid_t pid) {
 
 }  // namespace
 
-Status KillAndReapInit(InitProcess& init) {
+Status KillAndReapInit(InitProcess& init, std::chrono::milliseconds timeout) {
   if (!init.pidfd.valid()) return Status::Ok();
   if (::syscall(SYS_pidfd_send_signal, init.pidfd.get(), SIGKILL, nullptr, 0) != 0 && errno != ESRCH) {
     return Status::FromErrno(errno, "pidfd_send_signal(init " + std::to_string(init.pid) + ", SIGKILL)");
+  }
+  // A pidfd polls readable once its process has exited (and can be reaped).
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int wait_ms = -1;
+    if (timeout.count() >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      wait_ms = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    pollfd pfd{init.pidfd.get(), POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return Status::FromErrno(errno, "poll(pidfd of init " + std::to_string(init.pid) + ")");
+    if (ready == 0) {
+      return Status::DeadlineExceeded("init " + std::to_string(init.pid) + " not reaped " +
+                                      std::to_string(timeout.count()) +
+                                      " ms after SIGKILL: a process of its sandbox does not die (uninterruptible "
+                                      "sleep?)");
+    }
+    break;
   }
   siginfo_t info {};
   for (;;) {

@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 
 #include "common/status.h"
@@ -40,7 +41,12 @@ Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
                                const std::function<Status(pid_t)>& before_go = nullptr);
 
 // SIGKILLs the init (which takes its whole pid namespace with it) and
-// waits until it has been reaped.
-Status KillAndReapInit(InitProcess& init);
+// waits until it has been reaped. Returns OK once reaped (also when it was
+// already), or kDeadlineExceeded when it is still there after `timeout`
+// (negative: wait for ever): the kernel reaps a pid namespace's init only
+// after its last process has died, and a process in uninterruptible sleep
+// (a hung filesystem, a cgroup v1 freezer) can delay that without bound.
+// The pidfd stays open then, so a later call can try again.
+Status KillAndReapInit(InitProcess& init, std::chrono::milliseconds timeout = std::chrono::milliseconds(-1));
 
 }  // namespace flashroll::sandbox

@@ -7,6 +7,7 @@
 #include <linux/magic.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 
 #include <algorithm>
@@ -47,6 +48,10 @@ struct CgroupPolicy {
   uint32_t flags;
 };
 constexpr uint32_t kPolicyAllowLoopback = 1;
+
+// Pin names of the links, in NetPolicyAttachment::links_ order.
+constexpr const char* kProgramNames[NetPolicyAttachment::kPrograms] = {"connect4", "connect6", "sendmsg4",
+                                                                       "sendmsg6", "egress"};
 
 // Bits of a key before the address: cgroup id, protocol, zero byte, port.
 constexpr uint32_t kKeyFixedBits = 96;
@@ -190,9 +195,13 @@ Result<uint64_t> CgroupV2Id(const std::string& path) {
 }
 
 NetPolicyAttachment::NetPolicyAttachment(NetPolicyAttachment&& other) noexcept
-    : state_(std::move(other.state_)), cgroup_id_(other.cgroup_id_), links_(other.links_) {
+    : state_(std::move(other.state_)),
+      cgroup_id_(other.cgroup_id_),
+      links_(other.links_),
+      pin_dir_(std::move(other.pin_dir_)) {
   other.cgroup_id_ = 0;
   other.links_.fill(nullptr);
+  other.pin_dir_.clear();
 }
 
 NetPolicyAttachment& NetPolicyAttachment::operator=(NetPolicyAttachment&& other) noexcept {
@@ -202,8 +211,10 @@ NetPolicyAttachment& NetPolicyAttachment::operator=(NetPolicyAttachment&& other)
     state_ = std::move(other.state_);
     cgroup_id_ = other.cgroup_id_;
     links_ = other.links_;
+    pin_dir_ = std::move(other.pin_dir_);
     other.cgroup_id_ = 0;
     other.links_.fill(nullptr);
+    other.pin_dir_.clear();
   }
   return *this;
 }
@@ -216,15 +227,35 @@ NetPolicyAttachment::~NetPolicyAttachment() {
 Status NetPolicyAttachment::Detach() {
   if (state_ == nullptr) return Status::Ok();
   // Links first, so no program runs for the cgroup once its entries are gone
-  // (it would deny, which is safe, but the order keeps that moot).
-  for (bpf_link*& link : links_) {
-    if (link != nullptr) bpf_link__destroy(link);
+  // (it would deny, which is safe, but the order keeps that moot). A pinned
+  // link outlives our descriptor: detach it from the cgroup explicitly, and
+  // unlink its pin so that it is freed.
+  Status first;
+  for (int i = 0; i < kPrograms; ++i) {
+    bpf_link*& link = links_[i];
+    if (link == nullptr) continue;
+    if (!pin_dir_.empty()) {
+      if (bpf_link__detach(link) != 0 && errno != ENOLINK && first.ok()) {
+        first = Status::FromErrno(errno, std::string("detach BPF link ") + kProgramNames[i] + " pinned in " + pin_dir_);
+      }
+      if (bpf_link__pin_path(link) != nullptr && bpf_link__unpin(link) != 0 && errno != ENOENT && first.ok()) {
+        first = Status::FromErrno(errno, std::string("unpin BPF link ") + kProgramNames[i] + " in " + pin_dir_);
+      }
+    }
+    bpf_link__destroy(link);
     link = nullptr;
   }
-  Status status = state_->RemoveEntries(cgroup_id_);
+  if (!pin_dir_.empty()) {
+    if (::rmdir(pin_dir_.c_str()) != 0 && errno != ENOENT && first.ok()) {
+      first = Status::FromErrno(errno, "rmdir " + pin_dir_);
+    }
+    pin_dir_.clear();
+  }
+  Status removed = state_->RemoveEntries(cgroup_id_);
+  if (first.ok()) first = removed;
   state_.reset();
   cgroup_id_ = 0;
-  return status;
+  return first;
 }
 
 NetPolicyManager::NetPolicyManager(std::shared_ptr<NetPolicyState> state, KernelIds ids)
@@ -263,8 +294,8 @@ Result<NetPolicyManager*> NetPolicyManager::Shared() {
   return shared->value().get();
 }
 
-Result<NetPolicyAttachment> NetPolicyManager::Attach(const std::string& cgroup_dir,
-                                                     const NetPolicy& policy) {
+Result<NetPolicyAttachment> NetPolicyManager::Attach(const std::string& cgroup_dir, const NetPolicy& policy,
+                                                     const std::string& pin_dir) {
   FR_ASSIGN_OR_RETURN(uint64_t cgroup_id, CgroupV2Id(cgroup_dir));
   std::vector<RuleKey> keys;
   for (const AllowRule& rule : policy.allow) {
@@ -311,6 +342,16 @@ Result<NetPolicyAttachment> NetPolicyManager::Attach(const std::string& cgroup_d
                                           cgroup_dir);
     }
     attachment.links_[i] = link;
+  }
+  if (pin_dir.empty()) return attachment;
+  if (::mkdir(pin_dir.c_str(), 0700) != 0) return Status::FromErrno(errno, "mkdir " + pin_dir);
+  attachment.pin_dir_ = pin_dir;
+  for (int i = 0; i < NetPolicyAttachment::kPrograms; ++i) {
+    const std::string path = pin_dir + "/" + kProgramNames[i];
+    if (bpf_link__pin(attachment.links_[i], path.c_str()) != 0) {
+      return Status::FromErrno(errno, "pin BPF link of " + std::string(bpf_program__name(state_->programs[i])) +
+                                          " at " + path);
+    }
   }
   return attachment;
 }

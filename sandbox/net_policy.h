@@ -14,8 +14,10 @@
 // ranges need no expansion; per-cgroup rule arrays would need a bounded loop
 // per packet and a fixed per-sandbox maximum). Attach() writes a sandbox's
 // rules into the maps and then links the programs to the sandbox's cgroup v2
-// directory; the returned NetPolicyAttachment detaches the links and deletes
-// exactly those map entries when destroyed.
+// directory, and pins them in bpffs when asked (bpf_pins.h: the policy then
+// holds after the manager is gone, until the pins are removed); the
+// returned NetPolicyAttachment detaches the links, removes the pins and
+// deletes exactly those map entries when destroyed.
 //
 // Enforcement: a connect, send or packet from a policed cgroup is allowed
 // only if its destination address, port and protocol (TCP or UDP) match a
@@ -67,9 +69,10 @@ class NetPolicyAttachment {
   // Detaches; a failure is logged (use Detach() to see it).
   ~NetPolicyAttachment();
 
-  // Destroys the links (the programs stop running for the cgroup), then
-  // deletes the cgroup's rule and setting entries. Returns OK, also when
-  // already detached; otherwise the failed map deletion. The handle is empty
+  // Detaches the links from the cgroup (the programs stop running for it,
+  // whoever else holds the links), removes their pins, then deletes the
+  // cgroup's rule and setting entries. Returns OK, also when already
+  // detached; otherwise the first failed step. The handle is empty
   // afterwards either way.
   Status Detach();
 
@@ -82,6 +85,7 @@ class NetPolicyAttachment {
   std::shared_ptr<NetPolicyState> state_;
   uint64_t cgroup_id_ = 0;
   std::array<::bpf_link*, kPrograms> links_{};
+  std::string pin_dir_;  // empty: not pinned
 };
 
 class NetPolicyManager {
@@ -108,8 +112,12 @@ class NetPolicyManager {
   // or a path that is not a cgroup v2 directory; AlreadyExists when the
   // cgroup is already policed by this manager; otherwise the failed syscall
   // (e.g. a full map) naming the path and program.
-  // On failure nothing stays attached or in the maps.
-  Result<NetPolicyAttachment> Attach(const std::string& cgroup_dir, const NetPolicy& policy);
+  // With a `pin_dir`, the directory is created (it must not exist) and each
+  // link pinned in it under its program's name (connect4, connect6,
+  // sendmsg4, sendmsg6, egress); it must be on a bpffs (bpf_pins.h).
+  // On failure nothing stays attached, pinned or in the maps.
+  Result<NetPolicyAttachment> Attach(const std::string& cgroup_dir, const NetPolicy& policy,
+                                     const std::string& pin_dir = "");
 
   // Kernel ids of the loaded objects, for bpftool and leak checks.
   struct KernelIds {

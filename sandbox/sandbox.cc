@@ -8,9 +8,13 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/log.h"
+#include "sandbox/apparmor.h"
+#include "sandbox/apparmor_profile.h"
+#include "sandbox/bpf_pins.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/cgroup_backends.h"
 #include "sandbox/contain.h"
@@ -22,6 +26,7 @@
 #include "sandbox/naming.h"
 #include "sandbox/netns_pool.h"
 #include "sandbox/net_policy.h"
+#include "sandbox/reaper.h"
 #include "sandbox/reclaim.h"
 #include "sandbox/veth.h"
 
@@ -31,10 +36,12 @@ namespace {
 
 using SystemClock = std::chrono::system_clock;
 
-// One live sandbox. `mu` guards state; `exec_mu` serialises execs. The init
-// and cgroup are torn down by Destroy under `mu`; the descriptors stay open
-// until the last reference goes, so a concurrent exec or signal never sees a
-// reused fd.
+// One live sandbox. `mu` guards state; `exec_mu` serialises execs. Whoever
+// moves the state to kDestroyed (under `mu`) owns the teardown: it, or the
+// reaper it hands the sandbox to, alone touches the init, veth, policy and
+// cgroup from then on, without `mu` (a slow teardown must not block Info or
+// a caller's check of the state). The descriptors stay open until the last
+// reference goes, so a concurrent exec or signal never sees a reused fd.
 struct Sandbox {
   std::string id;
   SandboxSpec spec;
@@ -48,6 +55,7 @@ struct Sandbox {
   // --net policy; declared after the cgroup so they go first on failure.
   NetPolicyAttachment net_policy;
   Veth veth;
+  AppArmorProfile apparmor;  // loaded only where the kernel has AppArmor
   InitProcess init;
 
   std::mutex exec_mu;
@@ -57,16 +65,29 @@ struct Sandbox {
   std::atomic<uint32_t> running_exec{0};
 };
 
-Status TearDown(Sandbox& sb) {
-  // cgroup.kill first: it reaches processes in every namespace; killing the
-  // init alone would also end its pid namespace.
-  Status first = sb.cgroup->Kill();
-  Status reaped = KillAndReapInit(sb.init);
-  if (first.ok()) first = reaped;
-  Status veth = sb.veth.Remove();
-  if (first.ok()) first = veth;
+// Removes what is left of a sandbox. Nothing protective goes while a
+// process of it may still run: first everything is killed and the init
+// reaped (the kernel reaps a pid namespace's init after its last process),
+// then the veth, the network policy (its links and pins) and the cgroups
+// go. Each step skips what an earlier attempt removed, so a failed teardown
+// can simply be called again (reaper.h); the wait for the init is bounded
+// by `reap_timeout`, so an attempt always returns.
+Status TearDown(Sandbox& sb, std::chrono::milliseconds reap_timeout) {
+  if (sb.init.pidfd.valid()) {
+    // cgroup.kill first: it reaches processes in every namespace; killing
+    // the init alone would also end its pid namespace. Its failure matters
+    // only if the init then cannot be reaped.
+    Status killed = sb.cgroup->Kill();
+    Status reaped = KillAndReapInit(sb.init, reap_timeout);
+    if (!reaped.ok()) {
+      return killed.ok() ? reaped : Status(reaped.code(), reaped.message() + "; cgroup kill: " + killed.ToString());
+    }
+  }
+  Status first = sb.veth.Remove();
   Status detached = sb.net_policy.Detach();
   if (first.ok()) first = detached;
+  Status unloaded = sb.apparmor.Unload();
+  if (first.ok()) first = unloaded;
   Status removed = sb.cgroup->Remove();
   if (first.ok()) first = removed;
   return first;
@@ -101,13 +122,18 @@ struct Manager::Impl {
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
   bool allow_unenforced_limits = false;
   std::chrono::milliseconds file_timeout{0};  // constant after Open
+  std::chrono::milliseconds teardown_timeout{0};  // constant after Open
   EventLog events;
   std::unique_ptr<CrashWatcher> watcher;  // set in Open
+  // Teardowns that failed, or that the TTL thread and the crash watcher
+  // hand off rather than run themselves; reset in ~Manager before `events`.
+  std::unique_ptr<Reaper> reaper;  // set in Open
 
   std::mutex mu;
   std::condition_variable ttl_cv;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes;  // guarded by mu
   std::map<std::string, std::string> by_client_key;           // guarded by mu
+  std::set<std::string> expiring;  // handed to the reaper by the TTL thread; guarded by mu
   bool stopping = false;                                       // guarded by mu
   std::thread ttl_thread;
   // Pre-started sandboxes per image, not yet handed out (see Options::warm_pool).
@@ -121,6 +147,7 @@ struct Manager::Impl {
     auto sb = std::make_shared<Sandbox>();
     sb->id = NewSandboxName();
     sb->spec = spec;
+    FR_RETURN_IF_ERROR(LoadAppArmor(*sb, &plan));
     // On any failure below, the Cgroup's destructor kills and removes it.
     FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
     if (spec.net != NetMode::kPolicy) {
@@ -137,14 +164,32 @@ struct Manager::Impl {
     NetPolicy policy;
     policy.allow = spec.allow;
     policy.allow_loopback = true;  // the sandbox's own loopback: it has its own network namespace
-    FR_ASSIGN_OR_RETURN(sb->net_policy,
-                        bpf->Attach("/proc/self/fd/" + std::to_string(sb->cgroup->clone_into_fd()), policy));
+    // Pinned, so the policy outlives this manager if it is killed (bpf_pins.h).
+    FR_RETURN_IF_ERROR(EnsureBpfPinRoot());
+    FR_ASSIGN_OR_RETURN(sb->net_policy, bpf->Attach("/proc/self/fd/" + std::to_string(sb->cgroup->clone_into_fd()),
+                                                    policy, BpfPinDir(sb->id)));
     FR_ASSIGN_OR_RETURN(sb->veth, Veth::Create(sb->id));
     plan.veth = sb->veth.child_plan();
     Sandbox* raw = sb.get();
     auto move_veth = [raw](pid_t pid) { return raw->veth.MoveIntoNetns(pid); };
     FR_ASSIGN_OR_RETURN(sb->init, LaunchInit(plan, *sb->cgroup, move_veth));
     return sb;
+  }
+
+  // Where the kernel has AppArmor, loads the sandbox's profile and has the
+  // init start in it.
+  static Status LoadAppArmor(Sandbox& sb, ContainPlan* plan) {
+    if (!AppArmorEnabled()) {
+      static std::once_flag said;
+      std::call_once(said, [] {
+        log::Debug("sandbox: the kernel has no AppArmor (/sys/kernel/security/apparmor); no per-sandbox profile", {});
+      });
+      return Status::Ok();
+    }
+    FR_ASSIGN_OR_RETURN(std::string text, GenerateAppArmorProfile(sb.id, sb.spec, plan->mount.root_entries));
+    FR_ASSIGN_OR_RETURN(sb.apparmor, AppArmorProfile::Load(AppArmorProfileName(sb.id), text));
+    plan->apparmor_exec = "exec " + sb.apparmor.name();
+    return Status::Ok();
   }
 
   // A pre-started sandbox for `spec`, or nullptr when none is ready.
@@ -199,30 +244,122 @@ struct Manager::Impl {
     return OpenFileTarget(sb->init.pid, sb->init.pidfd.get(), user_namespace);
   }
 
-  // Tears the sandbox down, then removes it from the tables, so that once it
-  // is gone from List() and Info() nothing of it is left on the host.
-  Status DestroySandbox(const std::shared_ptr<Sandbox>& sb, const char* why = "destroy") {
-    Status status;
-    {
-      std::lock_guard<std::mutex> lock(sb->mu);
-      if (sb->state == State::kDestroyed) return Status::NotFound("sandbox " + sb->id + " was destroyed");
-      sb->state = State::kDestroyed;
-      // Before the kill, so that the init's death is not taken for a crash.
-      watcher->Unwatch(sb->id);
-      status = TearDown(*sb);
+  // Takes the sandbox out of service: kDestroyed, no longer watched. Returns
+  // false when it already was (someone else owns its teardown).
+  bool Retire(Sandbox& sb) {
+    std::lock_guard<std::mutex> lock(sb.mu);
+    if (sb.state == State::kDestroyed) return false;
+    sb.state = State::kDestroyed;
+    // Before the kill, so that the init's death is not taken for a crash.
+    watcher->Unwatch(sb.id);
+    return true;
+  }
+
+  // Removes a retired sandbox from the tables (List, Info, client keys).
+  void Unpublish(const Sandbox& sb) {
+    std::lock_guard<std::mutex> lock(mu);
+    sandboxes.erase(sb.id);
+    expiring.erase(sb.id);
+    if (!sb.client_key.empty()) {
+      auto it = by_client_key.find(sb.client_key);
+      if (it != by_client_key.end() && it->second == sb.id) by_client_key.erase(it);
     }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      sandboxes.erase(sb->id);
-      if (!sb->client_key.empty()) {
-        auto it = by_client_key.find(sb->client_key);
-        if (it != by_client_key.end() && it->second == sb->id) by_client_key.erase(it);
+  }
+
+  // Nothing of the sandbox is left: its last events.
+  void Finished(const Sandbox& sb, const std::string& why) {
+    events.Emit(sb.id, EventKind::kDestroyed, why);
+    events.Close(sb.id);
+  }
+
+  // A teardown for the reaper: it retries `TearDown` until nothing is left,
+  // then emits the destroyed event. With `retire`, its first attempt first
+  // takes the sandbox out of service (nothing to do if someone else did).
+  Reaper::Teardown TeardownJob(std::shared_ptr<Sandbox> sb, std::string why, bool retire) {
+    return [this, sb = std::move(sb), why = std::move(why), retire]() mutable -> Status {
+      if (retire) {
+        retire = false;
+        if (!Retire(*sb)) return Status::Ok();
+        Status status = TearDown(*sb, teardown_timeout);
+        Unpublish(*sb);
+        if (status.ok()) Finished(*sb, why);
+        return status;
       }
+      Status status = TearDown(*sb, teardown_timeout);
+      if (status.ok()) Finished(*sb, why);
+      return status;
+    };
+  }
+
+  // Tears down a sandbox that was never published (a pooled one, a lost
+  // client-key race): here, and on failure through the reaper.
+  void TearDownUnpublished(const std::shared_ptr<Sandbox>& sb) {
+    Status status = TearDown(*sb, teardown_timeout);
+    if (!status.ok()) {
+      reaper->Submit(
+          sb->id, [this, sb] { return TearDown(*sb, teardown_timeout); }, status);
     }
-    if (!status.ok()) log::Warn("sandbox destroy incomplete", {{"id", sb->id}, {"error", status.ToString()}});
-    events.Emit(sb->id, EventKind::kDestroyed, status.ok() ? why : std::string(why) + ": " + status.ToString());
-    events.Close(sb->id);
-    return status.Wrap("destroy " + sb->id);
+  }
+
+  // Destroy on the caller's thread: the first attempt runs here, so that on
+  // success nothing of the sandbox is left once it is gone from List() and
+  // Info(). A failed attempt leaves it out of service and hands it to the
+  // reaper, and the error is returned.
+  Status DestroySandbox(const std::shared_ptr<Sandbox>& sb, const char* why = "destroy") {
+    if (!Retire(*sb)) return Status::NotFound("sandbox " + sb->id + " was destroyed");
+    Status status = TearDown(*sb, teardown_timeout);
+    Unpublish(*sb);
+    if (status.ok()) {
+      Finished(*sb, why);
+      return status;
+    }
+    reaper->Submit(sb->id, TeardownJob(sb, why, /*retire=*/false), status);
+    return status.Wrap("destroy " + sb->id + " (out of service; its teardown is retried in the background)");
+  }
+
+  // Destroy without waiting: for the TTL thread and the crash watcher,
+  // which must go on to the other sandboxes whatever this one's teardown
+  // does.
+  void DestroyInBackground(std::shared_ptr<Sandbox> sb, const char* why) {
+    const std::string id = sb->id;
+    reaper->Submit(id, TeardownJob(std::move(sb), why, /*retire=*/true));
+  }
+
+  // What the reaper reports: a log line for every failed attempt and an
+  // event on the sandbox's log (when it has one: published sandboxes do).
+  void OnReaperReport(const Reaper::Report& report) {
+    const bool has_log = events.EventsSince(report.id, UINT64_MAX).ok();
+    switch (report.outcome) {
+      case Reaper::Outcome::kRetrying:
+        log::Warn("sandbox teardown failed; retrying",
+                  {{"id", report.id},
+                   {"attempt", static_cast<int64_t>(report.attempt)},
+                   {"retry_ms", static_cast<int64_t>(report.next_retry.count())},
+                   {"error", report.status.ToString()}});
+        if (has_log) {
+          events.Emit(report.id, EventKind::kTeardownFailed,
+                      "attempt " + std::to_string(report.attempt) + ": " + report.status.ToString() +
+                          "; retrying in " + std::to_string(report.next_retry.count()) + " ms");
+        }
+        break;
+      case Reaper::Outcome::kFinished:
+        if (report.attempt > 1) {
+          log::Info("sandbox teardown finished", {{"id", report.id}, {"attempts", static_cast<int64_t>(report.attempt)}});
+        }
+        break;
+      case Reaper::Outcome::kAbandoned:
+        log::Error("sandbox teardown abandoned at manager shutdown; the next manager's start-up reclaims it",
+                   {{"id", report.id},
+                    {"attempts", static_cast<int64_t>(report.attempt)},
+                    {"error", report.status.ToString()}});
+        if (has_log) {
+          events.Emit(report.id, EventKind::kDestroyed,
+                      "teardown abandoned after " + std::to_string(report.attempt) +
+                          " attempts: " + report.status.ToString());
+          events.Close(report.id);
+        }
+        break;
+    }
   }
 
   void TtlLoop() {
@@ -232,16 +369,19 @@ struct Manager::Impl {
       std::vector<std::shared_ptr<Sandbox>> expired;
       const auto now = SystemClock::now();
       for (const auto& [id, sb] : sandboxes) {
-        if (sb->expires == SystemClock::time_point()) continue;
+        if (sb->expires == SystemClock::time_point() || expiring.count(id) != 0) continue;
         if (sb->expires <= now) expired.push_back(sb);
         else next = std::min(next, sb->expires);
       }
       if (!expired.empty()) {
+        for (const auto& sb : expired) expiring.insert(sb->id);
         lock.unlock();
+        // Handed to the reaper, never torn down here: one sandbox whose
+        // teardown hangs must not delay the others' expiry.
         for (const auto& sb : expired) {
           log::Info("sandbox ttl expired", {{"id", sb->id}});
           events.Emit(sb->id, EventKind::kTimeout, "ttl expired");
-          (void)DestroySandbox(sb, "ttl");
+          DestroyInBackground(sb, "ttl");
         }
         lock.lock();
         continue;
@@ -264,14 +404,17 @@ Manager::~Manager() {
   if (impl_->ttl_thread.joinable()) impl_->ttl_thread.join();
   if (impl_->pool_thread.joinable()) impl_->pool_thread.join();
   for (auto& [kind, ready] : impl_->pool) {
-    for (const auto& sb : ready) (void)TearDown(*sb);
+    for (const auto& sb : ready) impl_->TearDownUnpublished(sb);
   }
   for (const auto& id : List()) {
     auto sb = impl_->Find(id);
     if (sb.ok()) (void)impl_->DestroySandbox(*sb, "manager shutdown");
   }
-  // Joins the watcher thread (a crash handler it runs finds nothing left).
+  // Joins the watcher thread (a crash handler it runs finds nothing left,
+  // or hands a sandbox to the reaper).
   impl_->watcher.reset();
+  // Drains what the reaper still holds (Reaper::Options::drain_timeout).
+  impl_->reaper.reset();
 }
 
 Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
@@ -289,19 +432,31 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
   } else {
     FR_ASSIGN_OR_RETURN(impl->cgroups, OpenCgroupBackend());
   }
-  if (options.reclaim_leftovers && !impl->user_namespace) {
-    FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());
-  }
   impl->allow_unenforced_limits = options.allow_unenforced_limits;
   impl->warm_pool = std::max(0, options.warm_pool);
   impl->file_timeout = options.file_timeout;
+  impl->teardown_timeout = options.teardown_timeout;
   if (options.netns_pool > 0 && !impl->user_namespace) {
     impl->netns_pool = std::make_unique<NetnsPool>(static_cast<size_t>(options.netns_pool));
   }
   Impl* raw = impl.get();
+  impl->reaper = std::make_unique<Reaper>(options.reaper,
+                                          [raw](const Reaper::Report& report) { raw->OnReaperReport(report); });
+  if (options.reclaim_leftovers && !impl->user_namespace) {
+    FR_ASSIGN_OR_RETURN(Reclaimed reclaimed, ReclaimLeftovers(*impl->cgroups));
+    // A leftover that cannot go yet (a process of it in uninterruptible
+    // sleep) does not keep this manager from starting: the reaper retries.
+    for (auto& [name, failure] : reclaimed.failed) {
+      CgroupBackend* backend = impl->cgroups.get();
+      impl->reaper->Submit(
+          name, [backend, name = name] { return ReclaimSandbox(*backend, name); }, failure);
+    }
+  }
+  // The watcher goes on at once to the other sandboxes; the reaper tears
+  // this one down.
   FR_ASSIGN_OR_RETURN(impl->watcher, CrashWatcher::Start(&impl->events, [raw](const std::string& id) {
                         auto sb = raw->Find(id);
-                        if (sb.ok()) (void)raw->DestroySandbox(*sb, "init exited");
+                        if (sb.ok()) raw->DestroyInBackground(*sb, "init exited");
                       }));
   impl->ttl_thread = std::thread([raw] { raw->TtlLoop(); });
   if (impl->warm_pool > 0) impl->pool_thread = std::thread([raw] { raw->PoolLoop(); });
@@ -309,6 +464,8 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
 }
 
 const char* Manager::cgroup_layout() const { return impl_->cgroups->layout(); }
+
+Reaper::Stats Manager::teardown_stats() const { return impl_->reaper->stats(); }
 
 Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& client_key) {
   if (!client_key.empty()) {
@@ -332,7 +489,7 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
   std::shared_ptr<Sandbox> sb = impl_->TakeFromPool(spec);
   if (sb != nullptr) {
     if (Status applied = sb->cgroup->ApplyLimits(LimitsOf(spec)); !applied.ok()) {
-      (void)TearDown(*sb);
+      impl_->TearDownUnpublished(sb);
       return applied.Wrap("create");
     }
     sb->spec = spec;
@@ -342,19 +499,20 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
   sb->client_key = client_key;
   sb->created = SystemClock::now();
   if (spec.ttl.count() > 0) sb->expires = sb->created + spec.ttl;
+  std::string winner;  // a concurrent Create with the same key won
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (!client_key.empty()) {
-      auto it = impl_->by_client_key.find(client_key);
-      if (it != impl_->by_client_key.end()) {
-        // A concurrent Create with the same key won; this one goes away.
-        const std::string winner = it->second;
-        (void)TearDown(*sb);
-        return winner;
-      }
-      impl_->by_client_key[client_key] = sb->id;
+    auto it = client_key.empty() ? impl_->by_client_key.end() : impl_->by_client_key.find(client_key);
+    if (it != impl_->by_client_key.end()) {
+      winner = it->second;
+    } else {
+      if (!client_key.empty()) impl_->by_client_key[client_key] = sb->id;
+      impl_->sandboxes[sb->id] = sb;
     }
-    impl_->sandboxes[sb->id] = sb;
+  }
+  if (!winner.empty()) {
+    impl_->TearDownUnpublished(sb);  // not under impl_->mu: it may take a while
+    return winner;
   }
   if (spec.ttl.count() > 0) impl_->ttl_cv.notify_all();
   impl_->events.Emit(sb->id, EventKind::kCreated, "");

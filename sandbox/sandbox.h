@@ -5,9 +5,12 @@
 // (cgroup.h); Exec asks that init to start a command, so every command
 // inherits the full isolation stack. Destroy works from any state: it kills
 // the cgroup, reaps the init (the kernel then tears down the namespaces and
-// every mount with it) and removes the cgroup directories. A sandbox with a
-// TTL is destroyed when it expires. Open() first reclaims the cgroups (and
-// veths) of sandboxes whose manager was killed (see naming.h, reclaim.h).
+// every mount with it) and removes the cgroup directories; a teardown that
+// fails or runs out of time leaves the sandbox out of service and goes to a
+// reaper that retries it and reports each attempt (reaper.h). A sandbox
+// with a TTL is destroyed when it expires. Open() first reclaims the cgroups (and
+// veths, pinned BPF links, AppArmor profiles) of sandboxes whose manager was
+// killed (see naming.h, reclaim.h); one that cannot go yet goes to the reaper.
 // Crashes (OOM kill, PID 1 exit, root filesystem damage) are reported as
 // repercussion events (events.h, crash_watcher.h); a sandbox whose PID 1
 // died is destroyed.
@@ -30,6 +33,7 @@
 
 #include "common/status.h"
 #include "sandbox/events.h"
+#include "sandbox/reaper.h"
 #include "sandbox/spec.h"
 #include "sandbox/state.h"
 
@@ -99,6 +103,13 @@ class Manager {
     // is killed (kDeadlineExceeded): a file on a filesystem that never
     // answers costs this much, not a hung call.
     std::chrono::milliseconds file_timeout{10000};
+    // How long one teardown attempt waits for a killed sandbox's init to be
+    // reaped. A process in uninterruptible sleep keeps it, and a teardown
+    // that runs out of time is retried by the reaper (reaper.h) instead of
+    // blocking its caller.
+    std::chrono::milliseconds teardown_timeout{2000};
+    // Retry back-off, workers and shutdown drain of that reaper.
+    Reaper::Options reaper;
   };
 
   // Detects the cgroup layout and reclaims leftovers. Without root, falls
@@ -157,7 +168,10 @@ class Manager {
   Status Thaw(const std::string& id);
 
   // Kills everything, removes the cgroups; works from any state. kNotFound
-  // for an unknown (or already destroyed) id.
+  // for an unknown (or already destroyed) id. When the teardown fails (e.g.
+  // the init is not reaped within Options::teardown_timeout) the sandbox is
+  // out of service all the same, the reaper retries the rest, and the
+  // attempt's error is returned.
   Status Destroy(const std::string& id);
 
   Result<SandboxInfo> Info(const std::string& id);
@@ -173,6 +187,10 @@ class Manager {
 
   // "hybrid", "unified", or "none" (no root: user namespaces, no limits).
   const char* cgroup_layout() const;
+
+  // Teardowns that failed and are being retried (pending), and how many
+  // attempts failed, finished late or were abandoned so far (reaper.h).
+  Reaper::Stats teardown_stats() const;
 
  private:
   struct Impl;

@@ -12,6 +12,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libfmt-dev
   libseccomp-dev libarchive-dev libbpf-dev bpftool clang llvm libclang-rt-14-dev
   busybox-static iproute2 crun runc bubblewrap
+  # apparmor_parser: the sandbox tests compile generated profiles with it.
+  apparmor
   python3-numpy
   # The trainer side (python/): PyTorch and pytest from Debian, and OpenBLAS,
   # which Debian's torch uses through libblas.so.3 (about 13x the reference

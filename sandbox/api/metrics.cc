@@ -61,4 +61,21 @@ std::string ApiMetrics::Render(size_t live) const {
   return out;
 }
 
+std::string RenderTeardownMetrics(const Reaper::Stats& stats) {
+  std::string out;
+  out += "# HELP flashroll_sandbox_teardowns_pending Sandbox teardowns that failed and are being retried.\n"
+         "# TYPE flashroll_sandbox_teardowns_pending gauge\n";
+  out += "flashroll_sandbox_teardowns_pending " + std::to_string(stats.pending) + "\n";
+  out += "# HELP flashroll_sandbox_teardown_failures_total Teardown attempts that failed.\n"
+         "# TYPE flashroll_sandbox_teardown_failures_total counter\n";
+  out += "flashroll_sandbox_teardown_failures_total " + std::to_string(stats.failed_attempts) + "\n";
+  out += "# HELP flashroll_sandbox_teardowns_retried_total Teardowns the reaper finished.\n"
+         "# TYPE flashroll_sandbox_teardowns_retried_total counter\n";
+  out += "flashroll_sandbox_teardowns_retried_total " + std::to_string(stats.finished) + "\n";
+  out += "# HELP flashroll_sandbox_teardowns_abandoned_total Teardowns given up at shutdown (left to the next "
+         "manager's reclaim).\n# TYPE flashroll_sandbox_teardowns_abandoned_total counter\n";
+  out += "flashroll_sandbox_teardowns_abandoned_total " + std::to_string(stats.abandoned) + "\n";
+  return out;
+}
+
 }  // namespace flashroll::sandbox::api

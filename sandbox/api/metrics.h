@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "sandbox/reaper.h"
+
 namespace flashroll::sandbox::api {
 
 enum class ApiOp { kCreate, kExec, kFiles, kFreeze, kThaw, kDestroy, kEvents, kSignal };
@@ -41,5 +43,10 @@ class ApiMetrics {
   std::array<std::atomic<uint64_t>, kBuckets.size()> buckets_{};  // non-cumulative counts
   std::atomic<uint64_t> exec_micros_{0};                            // sum, in microseconds
 };
+
+// The manager's teardown reaper (Manager::teardown_stats) in the same format:
+// teardowns pending now, failed attempts, teardowns finished late and
+// abandoned ones.
+std::string RenderTeardownMetrics(const Reaper::Stats& stats);
 
 }  // namespace flashroll::sandbox::api

@@ -227,7 +227,7 @@ void SandboxServer::AddRoutes() {
   http_.HandleRaw(HttpMethod::kGet, "/metrics", [m, metrics](const HttpRequest&) -> Result<HttpResponse> {
     HttpResponse reply;
     reply.content_type = "text/plain; version=0.0.4";
-    reply.body = metrics->Render(m->List().size());
+    reply.body = metrics->Render(m->List().size()) + RenderTeardownMetrics(m->teardown_stats());
     return reply;
   }, kScopeAdmin);
 }

@@ -221,7 +221,8 @@ Json EventPageToJson(const EventPage& page) {
 
 Result<EventPage> EventPageFromJson(const JsonView& body, const std::string& id) {
   static constexpr EventKind kKinds[] = {EventKind::kCreated, EventKind::kDestroyed,    EventKind::kOom,
-                                         EventKind::kInitExit, EventKind::kRootfsDamage, EventKind::kTimeout};
+                                         EventKind::kInitExit, EventKind::kRootfsDamage, EventKind::kTimeout,
+                                         EventKind::kTeardownFailed};
   EventPage page;
   FR_ASSIGN_OR_RETURN(page.next_cursor, body.GetUint("cursor"));
   FR_ASSIGN_OR_RETURN(page.closed, body.GetBool("closed", false));

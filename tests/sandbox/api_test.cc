@@ -472,6 +472,8 @@ TEST_F(ApiHttpTest, SignalTakesNamesAndNumbers) {
   ASSERT_TRUE(metrics.ok());
   EXPECT_NE(metrics->body.find("flashroll_sandbox_failures_total{op=\"signal\"} 6\n"), std::string::npos)
       << metrics->body;
+  EXPECT_NE(metrics->body.find("\nflashroll_sandbox_teardowns_pending 0\n"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("\nflashroll_sandbox_teardown_failures_total 0\n"), std::string::npos) << metrics->body;
 
   for (const Json& request : {Json{{"signal", "SIGUSR2"}}, Json{{"signal", SIGUSR2}}}) {
     auto exec = std::async(std::launch::async, [&] {

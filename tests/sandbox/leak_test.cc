@@ -11,10 +11,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <fcntl.h>
+#include <sstream>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "sandbox/bpf_pins.h"
 #include "sandbox/net_policy.h"
 #include "sandbox/veth.h"
 #include "tests/sandbox/sandbox_fixture.h"
@@ -142,8 +145,10 @@ class SandboxLeakTest : public SandboxFixture {};
 
 TEST_F(SandboxLeakTest, ManyCyclesLeaveNothingBehind) {
   // What is set up once per process (the BPF programs, the init's memfd)
-  // is not a leak: set it up before taking stock.
+  // or per boot (the bpffs for pins) is not a leak: set it up before taking
+  // stock.
   ASSERT_TRUE(NetPolicyManager::Shared().ok());
+  ASSERT_TRUE(EnsureBpfPinRoot().ok());
   ASSERT_TRUE(manager_->Destroy(CreateOrDie()).ok());
   const HostState before;
   SandboxSpec policy;
@@ -197,6 +202,7 @@ TEST_F(SandboxLeakTest, ManagerDestructorDestroysEverything) {
 
 TEST_F(SandboxLeakTest, ReclaimRemovesWhatAKilledManagerLeft) {
   ASSERT_TRUE(NetPolicyManager::Shared().ok());
+  ASSERT_TRUE(EnsureBpfPinRoot().ok());
   ASSERT_TRUE(manager_->Destroy(CreateOrDie()).ok());
   const HostState before;
   // A manager in another process with several live sandboxes, two of them
@@ -246,6 +252,146 @@ TEST_F(SandboxLeakTest, ReclaimRemovesWhatAKilledManagerLeft) {
   ASSERT_TRUE(manager_->Destroy(own).ok());
   next->reset();
   ExpectNothingLeft(before, prefix);
+}
+
+// Host pids of the processes in a sandbox's cgroup v2 directory.
+std::vector<pid_t> ProcessesOf(const std::string& id) {
+  std::vector<pid_t> pids;
+  std::istringstream procs(ReadHostFile("/sys/fs/cgroup/unified/flashroll/" + id + "/cgroup.procs"));
+  for (pid_t pid; procs >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+// Kernel ids of the links pinned for sandbox `id`.
+std::vector<uint32_t> PinnedLinkIds(const std::string& id) {
+  std::vector<uint32_t> ids;
+  for (const char* program : {"connect4", "connect6", "sendmsg4", "sendmsg6", "egress"}) {
+    const int fd = bpf_obj_get((BpfPinDir(id) + "/" + program).c_str());
+    if (fd < 0) continue;
+    bpf_link_info info {};
+    __u32 len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) ids.push_back(info.id);
+    close(fd);
+  }
+  return ids;
+}
+
+// How many programs are attached to the sandbox's cgroup for connect4.
+__u32 ConnectProgramsOn(const std::string& id) {
+  const std::string dir = "/sys/fs/cgroup/unified/flashroll/" + id;
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  __u32 ids[8] = {};
+  __u32 count = 8;
+  __u32 flags = 0;
+  if (bpf_prog_query(fd, BPF_CGROUP_INET4_CONNECT, 0, &flags, ids, &count) != 0) count = 0;
+  close(fd);
+  return count;
+}
+
+bool Alive(pid_t pid) {
+  const std::string status = ReadHostFile("/proc/" + std::to_string(pid) + "/status");
+  return !status.empty() && status.find("State:\tZ") == std::string::npos &&
+         status.find("State:\tX") == std::string::npos;
+}
+
+TEST_F(SandboxLeakTest, ANewManagerRemovesEverythingOfAKilledOnesFrozenAndPolicedSandboxes) {
+  ASSERT_TRUE(NetPolicyManager::Shared().ok());
+  ASSERT_TRUE(EnsureBpfPinRoot().ok());  // mounts bpffs once, before taking stock
+  ASSERT_TRUE(manager_->Destroy(CreateOrDie()).ok());
+  const HostState before;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t manager_pid = fork();
+  ASSERT_GE(manager_pid, 0);
+  if (manager_pid == 0) {
+    // Sandboxes: frozen with --net policy, running with --net policy, plain.
+    close(ready[0]);
+    auto manager = Manager::Open();
+    if (!manager.ok()) _exit(1);
+    SandboxSpec policy;
+    policy.net = NetMode::kPolicy;
+    policy.allow.push_back(*ParseAllowRule("10.213.0.0/16:80"));
+    std::string ids;
+    for (const SandboxSpec& spec : {policy, policy, SandboxSpec()}) {
+      auto id = (*manager)->Create(spec);
+      if (!id.ok()) _exit(2);
+      ExecRequest request;
+      request.argv = {"/bin/sh", "-c", "sleep 1000 >/dev/null 2>&1 </dev/null &"};
+      if (auto r = (*manager)->Exec(*id, request); !r.ok() || r->exit_code != 0) _exit(3);
+      ids += *id + "\n";
+    }
+    if (!(*manager)->Freeze(ids.substr(0, ids.find('\n'))).ok()) _exit(4);
+    (void)!write(ready[1], ids.data(), ids.size());
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char buf[512] = {};
+  const ssize_t n = read(ready[0], buf, sizeof(buf) - 1);
+  close(ready[0]);
+  ASSERT_GT(n, 0) << "the other manager could not start its sandboxes";
+  std::vector<std::string> ids;
+  std::istringstream lines(std::string(buf, static_cast<size_t>(n)));
+  for (std::string id; std::getline(lines, id);) ids.push_back(id);
+  ASSERT_EQ(ids.size(), 3u);
+  const std::string& frozen = ids[0];
+  const std::string& policed = ids[1];
+  std::vector<pid_t> pids;
+  for (const auto& id : ids) {
+    const auto of = ProcessesOf(id);
+    EXPECT_GE(of.size(), 2u) << id;  // the init and the sleep
+    pids.insert(pids.end(), of.begin(), of.end());
+  }
+  std::vector<uint32_t> links = PinnedLinkIds(frozen);
+  const auto policed_links = PinnedLinkIds(policed);
+  links.insert(links.end(), policed_links.begin(), policed_links.end());
+  EXPECT_EQ(links.size(), 10u);
+
+  kill(manager_pid, SIGKILL);
+  waitpid(manager_pid, nullptr, 0);
+  // The frozen sandbox lives on, and its policy with it (the pins hold the
+  // links). Looked at soon: another manager starting on this host (a test
+  // run in parallel) would reclaim it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (pid_t pid : ProcessesOf(frozen)) EXPECT_TRUE(Alive(pid)) << pid;
+  EXPECT_EQ(ProcessesOf(frozen).size(), 2u);
+  EXPECT_EQ(ConnectProgramsOn(frozen), 1u) << "the frozen sandbox lost its network policy with its manager";
+
+  auto next = Manager::Open();
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  const std::string prefix = "fr-" + std::to_string(manager_pid) + "-";
+  EXPECT_TRUE(CgroupDirsWithPrefix(prefix).empty()) << ::testing::PrintToString(CgroupDirsWithPrefix(prefix));
+  // Killed: a process leaves its cgroup early in its exit, so give the
+  // last ones a moment to finish dying.
+  for (pid_t pid : pids) {
+    for (int i = 0; i < 200 && Alive(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_FALSE(Alive(pid)) << "process " << pid << " of the killed manager's sandboxes";
+  }
+  for (const auto& id : ids) EXPECT_NE(access(BpfPinDir(id).c_str(), F_OK), 0) << BpfPinDir(id) << " is left";
+  for (uint32_t id : links) {
+    const int fd = bpf_link_get_fd_by_id(id);
+    EXPECT_LT(fd, 0) << "BPF link " << id << " is left";
+    if (fd >= 0) close(fd);
+  }
+  next->reset();
+  ExpectNothingLeft(before, prefix);
+}
+
+TEST_F(SandboxLeakTest, DestroyRemovesThePinsOfAPolicedSandbox) {
+  SandboxSpec policy;
+  policy.net = NetMode::kPolicy;
+  policy.allow.push_back(*ParseAllowRule("10.213.0.0/16:80"));
+  const std::string id = CreateOrDie(policy);
+  const auto links = PinnedLinkIds(id);
+  EXPECT_EQ(links.size(), 5u);
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  EXPECT_NE(access(BpfPinDir(id).c_str(), F_OK), 0);
+  for (uint32_t link : links) {
+    const int fd = bpf_link_get_fd_by_id(link);
+    EXPECT_LT(fd, 0) << "BPF link " << link << " is left";
+    if (fd >= 0) close(fd);
+  }
 }
 
 TEST_F(SandboxLeakTest, ReclaimRemovesAVethAKilledManagerLeftInTheHostNamespace) {
