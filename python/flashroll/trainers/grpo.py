@@ -7,7 +7,9 @@
 
 Per token: -min(r A, clip(r, 1-EPS, 1+EPS) A), r = exp(logp - logp_engine),
 on the server's loss_mask; plus BETA * k3 KL to the initial model when BETA > 0.
---negative-weight W scales the negative advantages (losses.weigh_negatives).
+--negative-weight W scales the negative advantages (losses.weigh_negatives);
+--negative-max-prob P keeps them only on tokens sampled with probability
+below P (losses.blame_unlikely).
 The loop (lease, ack, step, checkpoint, publish) is loop.py's.
 """
 import sys
@@ -23,7 +25,7 @@ from flashroll.trainers import loop
 class Grpo:
     def __init__(self, args):
         self.clip, self.kl, self.temperature = args.clip, args.kl, args.temperature
-        self.negative_weight = args.negative_weight
+        self.negative_weight, self.negative_max_prob = args.negative_weight, args.negative_max_prob
         # The reference is the initial model, also after a resume.
         self.reference = load_model(args.model).eval() if args.kl > 0 else None
 
@@ -41,6 +43,7 @@ class Grpo:
             with torch.no_grad():
                 ref_logp, _ = batch_lib.token_logprobs(self.reference(mb.tokens), mb.tokens, self.temperature)
         advantages = losses.weigh_negatives(mb.advantages, self.negative_weight)
+        advantages = losses.blame_unlikely(advantages, mb.behaviour_logprobs, self.negative_max_prob)
         loss, clipped, kl_sum = losses.grpo_loss(logp, mb.behaviour_logprobs, advantages, mb.loss_mask,
                                                  self.clip, denominator, ref_logp, self.kl)
         return loss, {"clip_fraction": clipped, "kl": kl_sum}
@@ -51,6 +54,9 @@ def add_flags(parser):
     parser.add_argument("--kl", type=float, default=0.0, help="k3 KL coefficient to the initial model (0: none)")
     parser.add_argument("--negative-weight", type=float, default=1.0,
                         help="factor on negative advantages (1: as the job computed them; 0: positive ones only)")
+    parser.add_argument("--negative-max-prob", type=float, default=1.0,
+                        help="negative advantages reach only tokens sampled with probability below this "
+                             "(1: every token of a negative sample)")
 
 
 if __name__ == "__main__":
