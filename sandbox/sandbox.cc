@@ -23,6 +23,8 @@
 #include "sandbox/netns_pool.h"
 #include "sandbox/net_policy.h"
 #include "sandbox/reclaim.h"
+#include "sandbox/uid_ranges.h"
+#include "sandbox/userns.h"
 #include "sandbox/veth.h"
 
 namespace flashroll::sandbox {
@@ -36,6 +38,9 @@ using SystemClock = std::chrono::system_clock;
 // until the last reference goes, so a concurrent exec or signal never sees a
 // reused fd.
 struct Sandbox {
+  // First, so it goes last: the range is free again only once nothing of
+  // the sandbox is left.
+  UidRangeLease ids;
   std::string id;
   SandboxSpec spec;
   std::string client_key;
@@ -63,12 +68,15 @@ Status TearDown(Sandbox& sb) {
   Status first = sb.cgroup->Kill();
   Status reaped = KillAndReapInit(sb.init);
   if (first.ok()) first = reaped;
+  // Processes of the sandbox may be left: its ids must not go to another.
+  const bool gone = first.ok();
   Status veth = sb.veth.Remove();
   if (first.ok()) first = veth;
   Status detached = sb.net_policy.Detach();
   if (first.ok()) first = detached;
   Status removed = sb.cgroup->Remove();
   if (first.ok()) first = removed;
+  if (!gone || !removed.ok()) sb.ids.KeepForever();
   return first;
 }
 
@@ -99,6 +107,7 @@ struct Manager::Impl {
   int warm_pool = 0;            // constant after Open
   std::unique_ptr<NetnsPool> netns_pool;  // null without root or when off; set in Open
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
+  std::unique_ptr<UidRanges> uid_ranges;  // root: each sandbox's ids; set in Open
   bool allow_unenforced_limits = false;
   std::chrono::milliseconds file_timeout{0};  // constant after Open
   EventLog events;
@@ -117,10 +126,18 @@ struct Manager::Impl {
 
   // The cold path: plan, cgroups, init. Nothing is left behind on failure.
   Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec) {
-    FR_ASSIGN_OR_RETURN(ContainPlan plan, PrepareContainParentSide(spec, user_namespace));
+    FR_ASSIGN_OR_RETURN(ContainPlan plan,
+                        PrepareContainParentSide(spec, user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
     auto sb = std::make_shared<Sandbox>();
     sb->id = NewSandboxName();
     sb->spec = spec;
+    // Held by the init once it has joined; ours closes when Launch returns.
+    UserNamespace userns;
+    if (uid_ranges != nullptr) {
+      FR_ASSIGN_OR_RETURN(sb->ids, uid_ranges->Acquire(sb->id));
+      FR_ASSIGN_OR_RETURN(userns, UserNamespace::Create(sb->ids.range()));
+      UseUserNamespace(userns, &plan);
+    }
     // On any failure below, the Cgroup's destructor kills and removes it.
     FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
     if (spec.net != NetMode::kPolicy) {
@@ -196,7 +213,8 @@ struct Manager::Impl {
     FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Find(id));
     std::lock_guard<std::mutex> lock(sb->mu);
     FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
-    return OpenFileTarget(sb->init.pid, sb->init.pidfd.get(), user_namespace);
+    return OpenFileTarget(sb->init.pid, sb->init.pidfd.get(),
+                          user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped);
   }
 
   // Tears the sandbox down, then removes it from the tables, so that once it
@@ -288,6 +306,11 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
     impl->cgroups = NewNoCgroupBackend();
   } else {
     FR_ASSIGN_OR_RETURN(impl->cgroups, OpenCgroupBackend());
+    UidRangeOptions ranges;
+    ranges.base = options.userns_base;
+    ranges.width = options.userns_width;
+    ranges.slots = options.userns_slots;
+    FR_ASSIGN_OR_RETURN(impl->uid_ranges, UidRanges::Open(ranges));
   }
   if (options.reclaim_leftovers && !impl->user_namespace) {
     FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());
@@ -464,6 +487,7 @@ Result<SandboxInfo> Manager::Info(const std::string& id) {
   info.id = sb->id;
   info.state = sb->state;
   info.init_pid = sb->init.pid;
+  info.host_uid = impl_->user_namespace ? ::geteuid() : sb->ids.range().base;
   info.created = sb->created;
   info.expires = sb->expires;
   if (sb->spec.net == NetMode::kPolicy) {

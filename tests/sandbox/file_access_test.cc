@@ -182,10 +182,14 @@ TEST_F(FileAccessTest, WrittenFilesBelongToTheSandboxsUser) {
   ASSERT_TRUE(manager_->PutFile(id, "/tmp/owned", "one\n", 0600).ok());
   EXPECT_EQ(Sh(id, "stat -c '%u:%g %a' /tmp/owned; echo two >> /tmp/owned; cat /tmp/owned").stdout_data,
             "0:0 600\none\ntwo\n");
+  // On the host: the sandbox's root, the base of its range, not the host's.
+  auto info = manager_->Info(id);
+  ASSERT_TRUE(info.ok());
+  ASSERT_NE(info->host_uid, 0u);
   struct stat st {};
   ASSERT_EQ(::stat(HostPath(id, "/tmp/owned").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, ::geteuid());
-  EXPECT_EQ(st.st_gid, ::getegid());
+  EXPECT_EQ(st.st_uid, info->host_uid);
+  EXPECT_EQ(st.st_gid, info->host_uid);
 }
 
 TEST_F(FileAccessTest, PathsResolveInsideTheSandboxsRoot) {
@@ -284,7 +288,7 @@ TEST_F(FileAccessTest, AnInitThatHasExitedIsUnavailable) {
   ASSERT_GT(child, 0);
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, child, 0)));
   ASSERT_TRUE(pidfd.valid());
-  auto target = OpenFileTarget(child, pidfd.get(), /*user_namespace=*/false);
+  auto target = OpenFileTarget(child, pidfd.get(), UsernsMode::kNone);
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
@@ -302,7 +306,8 @@ UniqueFd MountUnansweredFuse(pid_t init_pid, const std::string& path) {
   UniqueFd ns(::open((proc + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dev.valid() || !ns.valid() || !root.valid()) return UniqueFd();
-  const std::string options = "fd=" + std::to_string(dev.get()) + ",rootmode=40000,user_id=0,group_id=0";
+  // allow_other: the sandbox's root, who reads it, is not the host's.
+  const std::string options = "fd=" + std::to_string(dev.get()) + ",rootmode=40000,user_id=0,group_id=0,allow_other";
   // setns into a mount namespace needs a single-threaded process.
   const pid_t child = ::fork();
   if (child == 0) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <grp.h>
 
 #include "sandbox/image.h"
 #include "tests/sandbox/sandbox_fixture.h"
@@ -86,6 +87,7 @@ TEST_F(SandboxSecurityTest, SetUidFilesAndDeviceNodesInAReadWriteBindGiveNothing
   char dir[] = "/tmp/flashroll-rw-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string rw = dir;
+  ASSERT_EQ(chmod(rw.c_str(), 0777), 0);  // writable by the sandbox's range
   // A copy of id, set-uid to nobody, and a device node, made on the host.
   std::filesystem::copy_file("/usr/bin/id", rw + "/suid-id");
   ASSERT_EQ(chown((rw + "/suid-id").c_str(), 65534, 65534), 0);
@@ -101,6 +103,67 @@ TEST_F(SandboxSecurityTest, SetUidFilesAndDeviceNodesInAReadWriteBindGiveNothing
   EXPECT_EQ(Sh(id, "echo y > " + rw + "/made && echo x > /dev/null && cat " + rw + "/made").stdout_data, "y\n");
   ASSERT_TRUE(manager_->Destroy(id).ok());
   std::filesystem::remove_all(rw);
+}
+
+// Runs `path` with `arg` on the host as nobody; returns its stdout.
+std::string RunAsNobody(const std::string& path, const char* arg) {
+  int out[2];
+  if (pipe(out) != 0) return "pipe failed";
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(out[1], 1);
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
+    execl(path.c_str(), path.c_str(), arg, nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buf[256];
+  for (ssize_t n; (n = read(out[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return text;
+}
+
+// The attack: root inside copies a binary into a shared directory and makes
+// it set-uid; a user on the host runs it. It must not be root there.
+TEST_F(SandboxSecurityTest, ASetUidFilePlantedThroughAReadWriteBindIsNotRootOnTheHost) {
+  char dir[] = "/tmp/flashroll-plant-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string rw = dir;
+  ASSERT_EQ(chmod(rw.c_str(), 0777), 0);
+  SandboxSpec spec;
+  spec.rw_paths = {rw};
+  const std::string id = CreateOrDie(spec);
+  ExecResult r = Sh(id, "cp /usr/bin/id " + rw + "/id && chmod 4755 " + rw + "/id && stat -c '%u %a' " + rw + "/id");
+  ASSERT_EQ(r.stdout_data, "0 4755\n") << r.stderr_data;
+  const std::string host_uid = std::to_string(manager_->Info(id)->host_uid);
+  struct stat st {};
+  ASSERT_EQ(stat((rw + "/id").c_str(), &st), 0);
+  EXPECT_EQ(std::to_string(st.st_uid), host_uid);
+  EXPECT_NE(st.st_mode & S_ISUID, 0u);
+  // The bit works on the host's mount, for the range's uid only.
+  const std::string euid = RunAsNobody(rw + "/id", "-u");
+  EXPECT_NE(euid, "0\n");
+  EXPECT_EQ(euid, host_uid + "\n");
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  std::filesystem::remove_all(rw);
+}
+
+TEST_F(SandboxSecurityTest, RootOnlyProcFilesAreNotReadable) {
+  const std::string id = CreateOrDie();
+  ExecResult r = Run(id, {"python3", "-c", R"PY(
+import errno
+for name in ['kpageflags', 'kpagecount', 'kpagecgroup', 'slabinfo', 'vmallocinfo']:
+    try:
+        open('/proc/' + name, 'rb').read(8)
+        print(name, 'read')
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+)PY"});
+  EXPECT_EQ(r.stdout_data, "kpageflags EACCES\nkpagecount EACCES\nkpagecgroup EACCES\nslabinfo EACCES\n"
+                           "vmallocinfo EACCES\n") << r.stderr_data;
 }
 
 TEST_F(SandboxSecurityTest, DirectoryImageStaysUntouched) {
