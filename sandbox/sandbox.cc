@@ -15,6 +15,7 @@
 #include "sandbox/cgroup_backends.h"
 #include "sandbox/contain.h"
 #include "sandbox/crash_watcher.h"
+#include "sandbox/device_policy.h"
 #include "sandbox/events.h"
 #include "sandbox/exec.h"
 #include "sandbox/file_access.h"
@@ -108,6 +109,7 @@ struct Manager::Impl {
   std::unique_ptr<NetnsPool> netns_pool;  // null without root or when off; set in Open
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
   std::unique_ptr<UidRanges> uid_ranges;  // root: each sandbox's ids; set in Open
+  const DevicePolicy* device_policy = nullptr;  // root; process-lifetime; set in Open
   bool allow_unenforced_limits = false;
   std::chrono::milliseconds file_timeout{0};  // constant after Open
   EventLog events;
@@ -140,6 +142,8 @@ struct Manager::Impl {
     }
     // On any failure below, the Cgroup's destructor kills and removes it.
     FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
+    // Before the first process enters the cgroup, like the network policy.
+    if (device_policy != nullptr) FR_RETURN_IF_ERROR(device_policy->Attach(sb->cgroup->clone_into_fd(), sb->id));
     if (spec.net != NetMode::kPolicy) {
       // The child's copy of the descriptor is what it joins; ours closes
       // when Launch returns.
@@ -311,6 +315,7 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
     ranges.width = options.userns_width;
     ranges.slots = options.userns_slots;
     FR_ASSIGN_OR_RETURN(impl->uid_ranges, UidRanges::Open(ranges));
+    FR_ASSIGN_OR_RETURN(impl->device_policy, DevicePolicy::Shared());
   }
   if (options.reclaim_leftovers && !impl->user_namespace) {
     FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());

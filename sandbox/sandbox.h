@@ -3,7 +3,8 @@
 //
 // A sandbox is a contained init process (launcher.h) in its own cgroups
 // (cgroup.h) and its own user namespace (userns.h): with a root manager,
-// uid and gid 0 inside are a host range of its own (uid_ranges.h). Exec
+// uid and gid 0 inside are a host range of its own (uid_ranges.h), and it
+// may open no device but those its /dev provides (device_policy.h). Exec
 // asks that init to start a command, so every command
 // inherits the full isolation stack. Destroy works from any state: it kills
 // the cgroup, reaps the init (the kernel then tears down the namespaces and
@@ -115,7 +116,8 @@ class Manager {
     uint32_t userns_slots = 16384;
   };
 
-  // Detects the cgroup layout and reclaims leftovers. Without root, falls back to user namespaces of the manager's
+  // Detects the cgroup layout, loads the device program and reclaims
+  // leftovers. Without root, falls back to user namespaces of the manager's
   // own uid, without resource limits (logged once per process;
   // cgroup_layout() is then "none"; Options::allow_unenforced_limits).
   // Returns kFailedPrecondition when the kernel lacks what sandboxes need,

@@ -166,6 +166,58 @@ for name in ['kpageflags', 'kpagecount', 'kpagecgroup', 'slabinfo', 'vmallocinfo
                            "vmallocinfo EACCES\n") << r.stderr_data;
 }
 
+// Opens each path with the given flags and prints "path ok" or "path ERRNO".
+constexpr char kOpenProbe[] = R"PY(
+import errno, os, sys
+for arg in sys.argv[1:]:
+    path, how = arg.rsplit(':', 1)
+    try:
+        os.close(os.open(path, {'r': os.O_RDONLY, 'w': os.O_WRONLY, 'rw': os.O_RDWR}[how]))
+        print(path, 'ok')
+    except OSError as e:
+        print(path, errno.errorcode[e.errno])
+)PY";
+
+// Device nodes the host makes reach the sandbox through --rw; none of them
+// may be opened, while the sandbox's own devices work.
+TEST_F(SandboxSecurityTest, OnlyTheSandboxsOwnDevicesOpen) {
+  char dir[] = "/tmp/flashroll-dev-XXXXXX";
+  char other[] = "/tmp/flashroll-dev-bound-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_NE(mkdtemp(other), nullptr);
+  const std::string rw = dir;
+  const std::string bound = std::string(other) + "/kmsg";
+  ASSERT_EQ(chmod(rw.c_str(), 0777), 0);
+  struct stat root {};
+  ASSERT_EQ(stat("/", &root), 0);
+  // /dev/kmsg's numbers (opening it write-only needs no privilege) and the
+  // host's root disk, world-readable, in the directory; and the former
+  // bound in as a path of its own (a bound device node is not nodev).
+  ASSERT_EQ(mknod((rw + "/kmsg").c_str(), S_IFCHR, makedev(1, 11)), 0);
+  ASSERT_EQ(mknod(bound.c_str(), S_IFCHR, makedev(1, 11)), 0);
+  ASSERT_EQ(mknod((rw + "/disk").c_str(), S_IFBLK, root.st_dev), 0);
+  for (const std::string& node : {rw + "/kmsg", bound, rw + "/disk"}) ASSERT_EQ(chmod(node.c_str(), 0666), 0);
+  SandboxSpec spec;
+  spec.rw_paths = {rw, bound};
+  const std::string id = CreateOrDie(spec);
+  ExecResult r = Run(id, {"python3", "-c", kOpenProbe, bound + ":w", rw + "/kmsg:w", rw + "/disk:r",
+                          "/dev/null:rw", "/dev/zero:rw", "/dev/full:rw", "/dev/random:rw", "/dev/urandom:rw",
+                          "/dev/ptmx:rw", "/dev/tty:rw"});
+  // EPERM: the device program. EACCES: the --rw directory is nodev too.
+  // ENXIO: /dev/tty opens, and finds no controlling terminal.
+  EXPECT_EQ(r.stdout_data, bound + " EPERM\n" + rw + "/kmsg EACCES\n" + rw +
+                               "/disk EACCES\n/dev/null ok\n/dev/zero ok\n/dev/full ok\n/dev/random ok\n"
+                               "/dev/urandom ok\n/dev/ptmx ok\n/dev/tty ENXIO\n")
+      << r.stderr_data;
+  // A pseudo-terminal pair works end to end.
+  ExecResult pty = Run(id, {"python3", "-c",
+                            "import os, pty\nm, s = pty.openpty()\nos.write(s, b'x')\nprint(os.read(m, 1))"});
+  EXPECT_EQ(pty.stdout_data, "b'x'\n") << pty.stderr_data;
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  std::filesystem::remove_all(rw);
+  std::filesystem::remove_all(other);
+}
+
 TEST_F(SandboxSecurityTest, DirectoryImageStaysUntouched) {
   char dir[] = "/tmp/flashroll-image-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
