@@ -145,7 +145,8 @@ ChildStatus Fail(const char* call, const MountOp& op) { return ChildStatus::Errn
 // is empty.
 int GiveToSandboxRoot(const MountPlan& plan, int dir, const char* name) {
   if (plan.owner_uid == 0) return 0;
-  return ::fchownat(dir, name, plan.owner_uid, plan.owner_gid, AT_SYMLINK_NOFOLLOW | (name[0] == '\0' ? AT_EMPTY_PATH : 0));
+  const int flags = AT_SYMLINK_NOFOLLOW | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
+  return ::fchownat(dir, name, plan.owner_uid, plan.owner_gid, flags);
 }
 
 // Returns a detached clone of the tree at `source`, idmapped through

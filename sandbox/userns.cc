@@ -40,8 +40,8 @@ class Holder {
 
   Status Start() {
     int pidfd = -1;
-    const long pid = ::clone(HoldUserNamespace, stack_ + sizeof(stack_), CLONE_NEWUSER | CLONE_VM | CLONE_PIDFD | SIGCHLD,
-                             nullptr, &pidfd);
+    const int flags = CLONE_NEWUSER | CLONE_VM | CLONE_PIDFD | SIGCHLD;
+    const long pid = ::clone(HoldUserNamespace, stack_ + sizeof(stack_), flags, nullptr, &pidfd);
     if (pid < 0) return Status::FromErrno(errno, "userns: clone(CLONE_NEWUSER|CLONE_VM)");
     pid_ = static_cast<pid_t>(pid);
     pidfd_.reset(pidfd);
