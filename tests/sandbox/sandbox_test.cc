@@ -281,6 +281,9 @@ TEST_F(SandboxTest, OnlyLoopbackInTheNetworkNamespace) {
 TEST_F(SandboxTest, ReadWriteBindSharesAHostDirectory) {
   char dir[] = "/tmp/flashroll-rw-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
+  // The sandbox's root is its range's uid on the host: the directory must
+  // let it write.
+  ASSERT_EQ(chmod(dir, 0777), 0);
   SandboxSpec spec;
   spec.rw_paths = {dir};
   const std::string id = CreateOrDie(spec);
