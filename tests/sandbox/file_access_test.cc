@@ -6,6 +6,7 @@
 #include "sandbox/file_access.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -190,6 +191,32 @@ TEST_F(FileAccessTest, WrittenFilesBelongToTheSandboxsUser) {
   ASSERT_EQ(::stat(HostPath(id, "/tmp/owned").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, info->host_uid);
   EXPECT_EQ(st.st_gid, info->host_uid);
+}
+
+// The manager's supplementary groups do not come along: a host file only
+// its group may read stays unreadable, as it is to the sandbox itself.
+TEST_F(FileAccessTest, TheManagersGroupsStayOutside) {
+  char dir[] = "/tmp/flashroll-files-groups-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  ASSERT_EQ(::chmod(dir, 0755), 0);
+  const std::string file = std::string(dir) + "/group-only";
+  std::ofstream(file) << "for group 42\n";
+  ASSERT_EQ(::chown(file.c_str(), 0, 42), 0);
+  ASSERT_EQ(::chmod(file.c_str(), 0040), 0);
+  SandboxSpec spec;
+  spec.rw_paths = {dir};
+  const std::string id = CreateOrDie(spec);
+  EXPECT_NE(Sh(id, "cat " + file).exit_code, 0);
+  std::vector<gid_t> saved(static_cast<size_t>(::getgroups(0, nullptr)));
+  ASSERT_EQ(::getgroups(static_cast<int>(saved.size()), saved.data()), static_cast<int>(saved.size()));
+  const gid_t group = 42;
+  ASSERT_EQ(::setgroups(1, &group), 0);
+  auto read = manager_->GetFile(id, file);
+  ASSERT_EQ(::setgroups(saved.size(), saved.data()), 0);
+  EXPECT_EQ(read.status().code(), Code::kPermissionDenied) << (read.ok() ? *read : read.status().ToString());
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ::unlink(file.c_str());
+  ::rmdir(dir);
 }
 
 TEST_F(FileAccessTest, PathsResolveInsideTheSandboxsRoot) {
