@@ -119,9 +119,12 @@ Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
 
   ChildStatusMessage message {};
   ssize_t n;
+  bool reset = false;
   do {
     n = ::read(sync_parent.get(), &message, sizeof(message));
-  } while (n < 0 && errno == EINTR);
+    // A child that died with the go byte unread resets the socket; the
+    // error is reported once, and its report is still queued behind it.
+  } while (n < 0 && (errno == EINTR || (errno == ECONNRESET && !std::exchange(reset, true))));
   if (n < 0) return fail(Status::FromErrno(errno, "launch: read handshake"));
   if (n == static_cast<ssize_t>(sizeof(message))) {
     message.step[sizeof(message.step) - 1] = '\0';
