@@ -19,6 +19,7 @@
 #include "sandbox/cgroup_backends.h"
 #include "sandbox/contain.h"
 #include "sandbox/crash_watcher.h"
+#include "sandbox/device_policy.h"
 #include "sandbox/events.h"
 #include "sandbox/exec.h"
 #include "sandbox/file_access.h"
@@ -28,6 +29,8 @@
 #include "sandbox/net_policy.h"
 #include "sandbox/reaper.h"
 #include "sandbox/reclaim.h"
+#include "sandbox/uid_ranges.h"
+#include "sandbox/userns.h"
 #include "sandbox/veth.h"
 
 namespace flashroll::sandbox {
@@ -43,6 +46,9 @@ using SystemClock = std::chrono::system_clock;
 // a caller's check of the state). The descriptors stay open until the last
 // reference goes, so a concurrent exec or signal never sees a reused fd.
 struct Sandbox {
+  // First, so it goes last: the range is free again only once nothing of
+  // the sandbox is left.
+  UidRangeLease ids;
   std::string id;
   SandboxSpec spec;
   std::string client_key;
@@ -63,6 +69,12 @@ struct Sandbox {
   // The id of the exec whose command is running, 0 when none: Signal reads
   // it without waiting for exec_mu (see RunInInit).
   std::atomic<uint32_t> running_exec{0};
+
+  // An init never reaped (a teardown the reaper abandoned) may leave
+  // processes in the range: it must not go to another sandbox.
+  ~Sandbox() {
+    if (init.pidfd.valid()) ids.KeepForever();
+  }
 };
 
 // Removes what is left of a sandbox. Nothing protective goes while a
@@ -120,6 +132,8 @@ struct Manager::Impl {
   int warm_pool = 0;            // constant after Open
   std::unique_ptr<NetnsPool> netns_pool;  // null without root or when off; set in Open
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
+  std::unique_ptr<UidRanges> uid_ranges;  // root: each sandbox's ids; set in Open
+  const DevicePolicy* device_policy = nullptr;  // root; process-lifetime; set in Open
   bool allow_unenforced_limits = false;
   std::chrono::milliseconds file_timeout{0};  // constant after Open
   std::chrono::milliseconds teardown_timeout{0};  // constant after Open
@@ -143,13 +157,23 @@ struct Manager::Impl {
 
   // The cold path: plan, cgroups, init. Nothing is left behind on failure.
   Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec) {
-    FR_ASSIGN_OR_RETURN(ContainPlan plan, PrepareContainParentSide(spec, user_namespace));
+    FR_ASSIGN_OR_RETURN(ContainPlan plan,
+                        PrepareContainParentSide(spec, user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
     auto sb = std::make_shared<Sandbox>();
     sb->id = NewSandboxName();
     sb->spec = spec;
     FR_RETURN_IF_ERROR(LoadAppArmor(*sb, &plan));
+    // Held by the init once it has joined; ours closes when Launch returns.
+    UserNamespace userns;
+    if (uid_ranges != nullptr) {
+      FR_ASSIGN_OR_RETURN(sb->ids, uid_ranges->Acquire(sb->id));
+      FR_ASSIGN_OR_RETURN(userns, UserNamespace::Create(sb->ids.range()));
+      UseUserNamespace(userns, &plan);
+    }
     // On any failure below, the Cgroup's destructor kills and removes it.
     FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
+    // Before the first process enters the cgroup, like the network policy.
+    if (device_policy != nullptr) FR_RETURN_IF_ERROR(device_policy->Attach(sb->cgroup->clone_into_fd(), sb->id));
     if (spec.net != NetMode::kPolicy) {
       // The child's copy of the descriptor is what it joins; ours closes
       // when Launch returns.
@@ -241,7 +265,8 @@ struct Manager::Impl {
     FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Find(id));
     std::lock_guard<std::mutex> lock(sb->mu);
     FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
-    return OpenFileTarget(sb->init.pid, sb->init.pidfd.get(), user_namespace);
+    return OpenFileTarget(sb->init.pid, sb->init.pidfd.get(),
+                          user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped);
   }
 
   // Takes the sandbox out of service: kDestroyed, no longer watched. Returns
@@ -431,6 +456,12 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
     impl->cgroups = NewNoCgroupBackend();
   } else {
     FR_ASSIGN_OR_RETURN(impl->cgroups, OpenCgroupBackend());
+    UidRangeOptions ranges;
+    ranges.base = options.userns_base;
+    ranges.width = options.userns_width;
+    ranges.slots = options.userns_slots;
+    FR_ASSIGN_OR_RETURN(impl->uid_ranges, UidRanges::Open(ranges));
+    FR_ASSIGN_OR_RETURN(impl->device_policy, DevicePolicy::Shared());
   }
   impl->allow_unenforced_limits = options.allow_unenforced_limits;
   impl->warm_pool = std::max(0, options.warm_pool);
@@ -622,6 +653,7 @@ Result<SandboxInfo> Manager::Info(const std::string& id) {
   info.id = sb->id;
   info.state = sb->state;
   info.init_pid = sb->init.pid;
+  info.host_uid = impl_->user_namespace ? ::geteuid() : sb->ids.range().base;
   info.created = sb->created;
   info.expires = sb->expires;
   if (sb->spec.net == NetMode::kPolicy) {

@@ -3,6 +3,8 @@
 // naming the field and leaving nothing behind, and what the policy allows
 // (a workspace bind, a named image, the default limits) working in a real
 // sandbox. Needs root (skips otherwise).
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -132,6 +134,9 @@ TEST_F(ApiPolicyTest, WithoutAWorkspaceRootNoHostPathIsBound) {
 }
 
 TEST_F(ApiPolicyTest, AWorkspaceBindAndTheDefaultLimitsApply) {
+  // Root inside is the sandbox's own host id range, not the host's root:
+  // a workspace directory must let that range write.
+  ASSERT_EQ(::chmod((dir_ + "/ws/job1").c_str(), 0777), 0);
   StartServer();
   const std::string id = Create(Json{{"rw_paths", {dir_ + "/ws/job1/../job1"}}}.dump());
   ASSERT_FALSE(id.empty());
