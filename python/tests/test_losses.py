@@ -91,3 +91,17 @@ def test_blame_unlikely_keeps_negative_advantages_only_on_unlikely_tokens():
     assert torch.equal(losses.blame_unlikely(a, behaviour, 0.5), torch.tensor([[0.0, -1.0, 0.0], [0.5, 0.5, 0.0]]))
     assert torch.equal(losses.blame_unlikely(a, behaviour, 1.0), a)
     assert torch.equal(losses.blame_unlikely(a, behaviour, 0.95), torch.tensor([[-1.0, -1.0, -1.0], [0.5, 0.5, 0.0]]))
+
+
+def test_entropy_loss_is_the_masked_entropy_over_the_denominator_and_descends_towards_the_mode():
+    logits = torch.tensor([[[0.0, 0.0], [2.0, 0.0]]], requires_grad=True)
+    log_probs = torch.log_softmax(logits, -1)
+    loss = losses.entropy_loss(log_probs, torch.tensor([[1.0, 0.0]]), 2.0)
+    assert float(loss) == pytest.approx(math.log(2) / 2)
+    loss.backward()
+    assert torch.equal(logits.grad[0, 1], torch.zeros(2))  # masked position
+    # At the uniform row the entropy is at its maximum: no gradient there.
+    assert torch.allclose(logits.grad[0, 0], torch.zeros(2), atol=1e-7)
+    peaked = torch.tensor([[[1.0, 0.0]]], requires_grad=True)
+    losses.entropy_loss(torch.log_softmax(peaked, -1), torch.ones(1, 1), 1.0).backward()
+    assert peaked.grad[0, 0, 0] < 0 < peaked.grad[0, 0, 1]  # descent raises the mode's logit

@@ -178,9 +178,10 @@ def test_samples_that_add_nothing_to_the_loss_are_not_run_and_the_gradient_is_un
 
 
 def test_grpo_trains_on_what_moves_its_loss():
-    def objective(kl, negative_weight):
-        return grpo.Grpo(type("Args", (), {"clip": 0.2, "kl": kl, "temperature": 1.0,
-                                           "negative_weight": negative_weight, "model": DEFAULT_MODEL})())
+    def objective(kl, negative_weight, entropy_weight=0.0):
+        return grpo.Grpo(type("Args", (), {"clip": 0.2, "kl": kl, "temperature": 1.0, "negative_max_prob": 1.0,
+                                           "entropy_weight": entropy_weight, "negative_weight": negative_weight,
+                                           "model": DEFAULT_MODEL})())
 
     def sample(advantage):
         return type("Sample", (), {"advantage": advantage})()
@@ -189,3 +190,5 @@ def test_grpo_trains_on_what_moves_its_loss():
     assert plain.trains_on(sample(-0.5)) and plain.trains_on(sample(0.5)) and not plain.trains_on(sample(0.0))
     assert not positive_only.trains_on(sample(-0.5)) and positive_only.trains_on(sample(0.5))
     assert anchored.trains_on(sample(0.0)) and anchored.trains_on(sample(-0.5))  # the KL term has a gradient
+    sharpened = objective(0, 0, entropy_weight=0.1)
+    assert sharpened.trains_on(sample(0.0)) and sharpened.trains_on(sample(-0.5))  # so has the entropy term

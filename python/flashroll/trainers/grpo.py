@@ -9,7 +9,8 @@ Per token: -min(r A, clip(r, 1-EPS, 1+EPS) A), r = exp(logp - logp_engine),
 on the server's loss_mask; plus BETA * k3 KL to the initial model when BETA > 0.
 --negative-weight W scales the negative advantages (losses.weigh_negatives);
 --negative-max-prob P keeps them only on tokens sampled with probability
-below P (losses.blame_unlikely).
+below P (losses.blame_unlikely); --entropy-weight E adds E times the masked
+tokens' entropy (losses.entropy_loss: E > 0 sharpens, E < 0 is a bonus).
 The loop (lease, ack, step, checkpoint, publish) is loop.py's.
 """
 import sys
@@ -26,13 +27,15 @@ class Grpo:
     def __init__(self, args):
         self.clip, self.kl, self.temperature = args.clip, args.kl, args.temperature
         self.negative_weight, self.negative_max_prob = args.negative_weight, args.negative_max_prob
+        self.entropy_weight = args.entropy_weight
         # The reference is the initial model, also after a resume.
         self.reference = load_model(args.model).eval() if args.kl > 0 else None
 
     def trains_on(self, sample):
         """A sample with advantage 0 (or a negative one weighed 0) adds nothing
         to the PPO term; without KL its whole loss is 0."""
-        return self.kl > 0 or sample.advantage > 0 or (sample.advantage < 0 and self.negative_weight != 0)
+        return (self.kl > 0 or self.entropy_weight != 0 or sample.advantage > 0
+                or (sample.advantage < 0 and self.negative_weight != 0))
 
     def prepare(self, pairs):
         return [None] * len(pairs)
@@ -46,6 +49,8 @@ class Grpo:
         advantages = losses.blame_unlikely(advantages, mb.behaviour_logprobs, self.negative_max_prob)
         loss, clipped, kl_sum = losses.grpo_loss(logp, mb.behaviour_logprobs, advantages, mb.loss_mask,
                                                  self.clip, denominator, ref_logp, self.kl)
+        if self.entropy_weight != 0:
+            loss = loss + self.entropy_weight * losses.entropy_loss(log_probs, mb.loss_mask, denominator)
         return loss, {"clip_fraction": clipped, "kl": kl_sum}
 
 
@@ -54,6 +59,9 @@ def add_flags(parser):
     parser.add_argument("--kl", type=float, default=0.0, help="k3 KL coefficient to the initial model (0: none)")
     parser.add_argument("--negative-weight", type=float, default=1.0,
                         help="factor on negative advantages (1: as the job computed them; 0: positive ones only)")
+    parser.add_argument("--entropy-weight", type=float, default=0.0,
+                        help="weight of the masked tokens' entropy in the loss (> 0 sharpens the policy, "
+                             "< 0 is an exploration bonus, 0: none)")
     parser.add_argument("--negative-max-prob", type=float, default=1.0,
                         help="negative advantages reach only tokens sampled with probability below this "
                              "(1: every token of a negative sample)")
