@@ -55,9 +55,15 @@ TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
   EXPECT_EQ(flag("--log"), "runs/t.jsonl");
   EXPECT_EQ(flag("--teacher-url"), "<missing>");
   EXPECT_EQ(flag("--negative-weight"), "1");
+  EXPECT_EQ(flag("--negative-max-prob"), "1");
+  EXPECT_EQ(flag("--entropy-weight"), "0");
   config.training.negative_weight = 0.25;
+  config.training.negative_max_prob = 0.5;
+  config.training.entropy_weight = 0.125;
   const std::vector<std::string> weighted = TrainerArgv(config, {"u", "l"});
   EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--negative-weight") + 1), "0.25");
+  EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--negative-max-prob") + 1), "0.5");
+  EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--entropy-weight") + 1), "0.125");
 
   config.training.algorithm = "distill";
   config.training.teacher_url = "http://127.0.0.1:10";
@@ -69,6 +75,7 @@ TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
   EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-url") + 1), "http://127.0.0.1:10");
   EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-model") + 1), "teacher");
   EXPECT_EQ(std::find(distill.begin(), distill.end(), "--negative-weight"), distill.end()) << "a grpo flag";
+  EXPECT_EQ(std::find(distill.begin(), distill.end(), "--entropy-weight"), distill.end()) << "a grpo flag";
 }
 
 TEST(TrainerSupervisorTest, ATrainerThatSucceedsEndsOk) {
