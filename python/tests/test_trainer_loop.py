@@ -192,3 +192,13 @@ def test_grpo_trains_on_what_moves_its_loss():
     assert anchored.trains_on(sample(0.0)) and anchored.trains_on(sample(-0.5))  # the KL term has a gradient
     sharpened = objective(0, 0, entropy_weight=0.1)
     assert sharpened.trains_on(sample(0.0)) and sharpened.trains_on(sample(-0.5))  # so has the entropy term
+
+
+def test_a_step_whose_samples_all_have_advantage_0_runs_none_and_still_publishes(tmp_path, groups):
+    flat = [dict(g, samples=[dict(s, advantage=0.0) for s in g["samples"]]) for g in groups[:2]]
+    with FakeTrainerApi(flat) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
+    assert api.weights == [("v000001", 1)]
+    record = read_log(tmp_path)[0]
+    assert record["trained_samples"] == 0 and record["loss"] == 0 and record["entropy"] is None
+    assert record["grad_norm"] == 0 and record["mismatch_abs"] is None

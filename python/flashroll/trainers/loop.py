@@ -195,8 +195,9 @@ class Trainer:
                 sums[k] += float(v)
         self._previous_version_mismatch(pairs, sums)
         masked = max(sum(float(s.loss_mask.sum()) for _, s in pairs), 1.0)
-        count, gap_abs, gap = (sums.pop(k) for k in ("mismatch_tokens", "mismatch_abs", "mismatch_kl"))
-        out = {"loss": sums.pop("loss"), "entropy": sums.pop("entropy") / masked if pairs else None,
+        # A step may run no sample at all (every advantage 0): its sums are empty.
+        count, gap_abs, gap = (sums.pop(k, 0.0) for k in ("mismatch_tokens", "mismatch_abs", "mismatch_kl"))
+        out = {"loss": sums.pop("loss", 0.0), "entropy": sums.pop("entropy") / masked if pairs else None,
                "mismatch_abs": gap_abs / count if count else None,
                "mismatch_kl": gap / count if count else None,
                "mismatch_tokens": int(count), "trained_samples": len(pairs)}
