@@ -43,6 +43,15 @@ namespace {
 
 using sandbox::SandboxSpec;
 
+// A manager for one sandbox that the caller destroys itself: no netns pool
+// (its thread would make eight namespaces for nobody), no crash watcher.
+sandbox::Manager::Options OneShotManagerOptions() {
+  sandbox::Manager::Options options;
+  options.netns_pool = 0;
+  options.watch_crashes = false;
+  return options;
+}
+
 int RunCommand(const std::vector<std::string>& args) {
   std::string image = "host", net = "none", memory, timeout, cpuset, seccomp = "default";
   std::vector<std::string> allow, rw, command;
@@ -112,7 +121,8 @@ int RunCommand(const std::vector<std::string>& args) {
   sandbox::UniqueFd stop_fd(::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!stop_fd.valid()) return ReportFailure(Status::FromErrno(errno, "sandbox run: signalfd"));
 
-  sandbox::Manager::Options manager_options;
+  // One sandbox, destroyed here: no pools to fill, no events to read.
+  sandbox::Manager::Options manager_options = OneShotManagerOptions();
   manager_options.allow_unenforced_limits = unenforced;
   auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("sandbox run"));

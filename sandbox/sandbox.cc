@@ -102,14 +102,14 @@ struct Manager::Impl {
   bool allow_unenforced_limits = false;
   std::chrono::milliseconds file_timeout{0};  // constant after Open
   EventLog events;
-  std::unique_ptr<CrashWatcher> watcher;  // set in Open
+  std::unique_ptr<CrashWatcher> watcher;  // set in Open; null when Options::watch_crashes is off
 
   std::mutex mu;
   std::condition_variable ttl_cv;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes;  // guarded by mu
   std::map<std::string, std::string> by_client_key;           // guarded by mu
   bool stopping = false;                                       // guarded by mu
-  std::thread ttl_thread;
+  std::thread ttl_thread;  // started under mu by the first Create with a TTL
   // Pre-started sandboxes per image, not yet handed out (see Options::warm_pool).
   std::map<ImageKind, std::deque<std::shared_ptr<Sandbox>>> pool;  // guarded by mu
   std::condition_variable pool_cv;
@@ -208,7 +208,7 @@ struct Manager::Impl {
       if (sb->state == State::kDestroyed) return Status::NotFound("sandbox " + sb->id + " was destroyed");
       sb->state = State::kDestroyed;
       // Before the kill, so that the init's death is not taken for a crash.
-      watcher->Unwatch(sb->id);
+      if (watcher != nullptr) watcher->Unwatch(sb->id);
       status = TearDown(*sb);
     }
     {
@@ -299,11 +299,12 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
     impl->netns_pool = std::make_unique<NetnsPool>(static_cast<size_t>(options.netns_pool));
   }
   Impl* raw = impl.get();
-  FR_ASSIGN_OR_RETURN(impl->watcher, CrashWatcher::Start(&impl->events, [raw](const std::string& id) {
-                        auto sb = raw->Find(id);
-                        if (sb.ok()) (void)raw->DestroySandbox(*sb, "init exited");
-                      }));
-  impl->ttl_thread = std::thread([raw] { raw->TtlLoop(); });
+  if (options.watch_crashes) {
+    FR_ASSIGN_OR_RETURN(impl->watcher, CrashWatcher::Start(&impl->events, [raw](const std::string& id) {
+                          auto sb = raw->Find(id);
+                          if (sb.ok()) (void)raw->DestroySandbox(*sb, "init exited");
+                        }));
+  }
   if (impl->warm_pool > 0) impl->pool_thread = std::thread([raw] { raw->PoolLoop(); });
   return std::unique_ptr<Manager>(new Manager(std::move(impl)));
 }
@@ -355,6 +356,10 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
       impl_->by_client_key[client_key] = sb->id;
     }
     impl_->sandboxes[sb->id] = sb;
+    if (spec.ttl.count() > 0 && !impl_->ttl_thread.joinable() && !impl_->stopping) {
+      Impl* raw = impl_.get();
+      impl_->ttl_thread = std::thread([raw] { raw->TtlLoop(); });
+    }
   }
   if (spec.ttl.count() > 0) impl_->ttl_cv.notify_all();
   impl_->events.Emit(sb->id, EventKind::kCreated, "");
@@ -363,7 +368,7 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
   Status watched;
   {
     std::lock_guard<std::mutex> lock(sb->mu);
-    if (sb->state != State::kDestroyed) {
+    if (sb->state != State::kDestroyed && impl_->watcher != nullptr) {
       watched = impl_->watcher->Watch(sb->id, sb->init.pidfd.get(), sb->init.control.get(), sb->init.pid,
                                       sb->cgroup.get());
     }

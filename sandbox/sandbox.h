@@ -99,9 +99,18 @@ class Manager {
     // is killed (kDeadlineExceeded): a file on a filesystem that never
     // answers costs this much, not a hung call.
     std::chrono::milliseconds file_timeout{10000};
+    // A crash watcher thread (crash_watcher.h): init_exit, oom and
+    // rootfs_damage events, and a sandbox whose PID 1 died destroyed at
+    // once. Off (a one-shot run that reads no events and destroys its one
+    // sandbox itself): no thread, no events of those kinds; a dead init
+    // still makes Exec return kUnavailable.
+    bool watch_crashes = true;
   };
 
-  // Detects the cgroup layout and reclaims leftovers. Without root, falls
+  // Detects the cgroup layout and reclaims leftovers. Threads: the crash
+  // watcher (Options::watch_crashes), the warm pool's (Options::warm_pool)
+  // and the netns pool's (Options::netns_pool) start here; the TTL thread
+  // starts with the first sandbox that has a TTL. Without root, falls
   // back to user namespaces without resource limits (logged once per
   // process; cgroup_layout() is then "none"; Options::allow_unenforced_limits). Returns kFailedPrecondition
   // when the kernel lacks what sandboxes need.

@@ -1,10 +1,13 @@
 // `flashroll sandbox run` end to end: the exact CLI contract.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
 #include "tests/cli/run_flashroll.h"
 #include "tests/sandbox/sandbox_fixture.h"
@@ -67,6 +70,34 @@ TEST_F(SandboxRunCommandTest, LeavesNothingBehind) {
     const std::string name = dir.substr(dir.rfind('/') + 1);
     EXPECT_TRUE(OwnerAlive(name)) << "leftover " << dir;
   }
+}
+
+// A one-shot run starts no thread: no netns pool filling namespaces for
+// nobody, no crash watcher, no TTL thread. Counted while the command runs.
+TEST_F(SandboxRunCommandTest, StartsNoThreads) {
+  int out[2];
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    execl(FLASHROLL_BIN, FLASHROLL_BIN, "sandbox", "run", "--", "sh", "-c", "echo ready; sleep 2", nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  std::array<char, 16> ready {};
+  ASSERT_EQ(read(out[0], ready.data(), ready.size()), 6);
+  EXPECT_EQ(std::string(ready.data(), 6), "ready\n");
+  size_t threads = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    ++threads;
+  }
+  EXPECT_EQ(threads, 1u);
+  close(out[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace
