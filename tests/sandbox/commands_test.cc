@@ -6,9 +6,14 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
+#include "common/json.h"
+#include "sandbox/seccomp.h"
 #include "tests/cli/run_flashroll.h"
 #include "tests/sandbox/sandbox_fixture.h"
 
@@ -70,6 +75,36 @@ TEST_F(SandboxRunCommandTest, LeavesNothingBehind) {
     const std::string name = dir.substr(dir.rfind('/') + 1);
     EXPECT_TRUE(OwnerAlive(name)) << "leftover " << dir;
   }
+}
+
+// The BPF export is the filter every sandbox gets, byte for byte; the OCI
+// export, compiled by our own profile loader, is the same program.
+TEST(SandboxSeccompExportTest, WritesTheDefaultFilter) {
+  const std::string dir = ::testing::TempDir();
+  const std::string bpf = dir + "/fr-seccomp.bpf", oci = dir + "/fr-seccomp.json";
+  ASSERT_EQ(RunCli("sandbox seccomp-export " + bpf).exit_code, 0);
+  ASSERT_EQ(RunCli("sandbox seccomp-export --format oci " + oci).exit_code, 0);
+  auto program = DefaultSeccompProgram();
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  std::ifstream in(bpf, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto& instructions = (*program)->instructions;
+  ASSERT_EQ(bytes.size(), instructions.size() * sizeof(sock_filter));
+  EXPECT_EQ(std::memcmp(bytes.data(), instructions.data(), bytes.size()), 0);
+  // Our loader compiles for the native architecture and knows no
+  // "architectures" field; the rest is read as it is.
+  auto json = ReadJsonFile(oci);
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_EQ((*json)["architectures"].size(), 1u);
+  json->erase("architectures");
+  ASSERT_TRUE(WriteJsonFileAtomic(oci, *json).ok());
+  auto from_oci = SeccompProgramFor(oci);
+  ASSERT_TRUE(from_oci.ok()) << from_oci.status().ToString();
+  ASSERT_EQ((*from_oci)->instructions.size(), instructions.size());
+  EXPECT_EQ(std::memcmp((*from_oci)->instructions.data(), instructions.data(), bytes.size()), 0);
+  EXPECT_NE(RunCli("sandbox seccomp-export --format xml " + bpf).exit_code, 0);
+  std::remove(bpf.c_str());
+  std::remove(oci.c_str());
 }
 
 // A one-shot run starts no thread: no netns pool filling namespaces for
