@@ -83,6 +83,8 @@ class HybridCgroup : public Cgroup {
     for (size_t i = 0; i < procs_fds_.size(); ++i) {
       FR_RETURN_IF_ERROR(cgroupfs::WriteFd(procs_fds_[i].get(), value, v1_dirs_[i] + "/cgroup.procs"));
     }
+    procs_fds_.clear();
+    v2_fd_.reset();
     return Status::Ok();
   }
 

@@ -1,0 +1,47 @@
+// What a manager holds per idle sandbox (BENCHMARKS.md, idle density).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "sandbox/sandbox.h"
+
+namespace flashroll::sandbox {
+namespace {
+
+size_t OpenDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// An idle sandbox holds its init's pidfd and control socket and, with the
+// crash watcher, its OOM notifier: nothing the launch alone needed.
+TEST(ManagerDescriptorsTest, AnIdleSandboxHoldsThreeDescriptors) {
+  if (::geteuid() != 0) GTEST_SKIP() << "sandbox tests need root";
+  Manager::Options options;
+  options.netns_pool = 0;  // its namespaces would be counted as they fill
+  auto manager = Manager::Open(options);
+  ASSERT_TRUE(manager.ok()) << manager.status().ToString();
+  // The first create opens what the process keeps for every launch (the
+  // init binary's memfd).
+  auto first = (*manager)->Create(SandboxSpec());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE((*manager)->Destroy(*first).ok());
+  constexpr size_t kSandboxes = 8;
+  const size_t before = OpenDescriptors();
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < kSandboxes; ++i) {
+    auto id = (*manager)->Create(SandboxSpec());
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(*id);
+  }
+  EXPECT_EQ(OpenDescriptors() - before, 3 * kSandboxes);
+  for (const auto& id : ids) EXPECT_TRUE((*manager)->Destroy(id).ok());
+  EXPECT_EQ(OpenDescriptors(), before);
+}
+
+}  // namespace
+}  // namespace flashroll::sandbox
