@@ -1,6 +1,7 @@
 #include "sandbox/sandbox.h"
 
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -274,7 +275,24 @@ Manager::~Manager() {
   impl_->watcher.reset();
 }
 
+namespace {
+
+// Each live sandbox holds descriptors (its init's pidfd and control socket,
+// the OOM notifier): the usual soft limit of 1,024 would stop a manager
+// near 300 sandboxes while the hard limit allows far more.
+Status RaiseDescriptorLimit() {
+  rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return Status::FromErrno(errno, "getrlimit(RLIMIT_NOFILE)");
+  if (limit.rlim_cur == limit.rlim_max) return Status::Ok();
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return Status::FromErrno(errno, "setrlimit(RLIMIT_NOFILE, hard)");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
+  FR_RETURN_IF_ERROR(RaiseDescriptorLimit().Wrap("sandbox manager"));
   auto impl = std::make_unique<Impl>();
   if (::geteuid() != 0) {
     // Said once per process, however many managers it opens.

@@ -107,7 +107,9 @@ class Manager {
     bool watch_crashes = true;
   };
 
-  // Detects the cgroup layout and reclaims leftovers. Threads: the crash
+  // Raises the process's soft descriptor limit to its hard limit (a live
+  // sandbox holds three: its init's pidfd and control socket, the OOM
+  // notifier), detects the cgroup layout and reclaims leftovers. Threads: the crash
   // watcher (Options::watch_crashes), the warm pool's (Options::warm_pool)
   // and the netns pool's (Options::netns_pool) start here; the TTL thread
   // starts with the first sandbox that has a TTL. Without root, falls

@@ -1,5 +1,7 @@
-// What a manager holds per idle sandbox (BENCHMARKS.md, idle density).
+// What a manager holds per idle sandbox, and the descriptor limit it runs
+// under: 10,000 idle sandboxes need both (BENCHMARKS.md, idle density).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,6 +17,24 @@ size_t OpenDescriptors() {
   size_t n = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
   return n;
+}
+
+TEST(ManagerDescriptorsTest, OpenRaisesTheSoftLimitToTheHardLimit) {
+  rlimit saved {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max <= 256) GTEST_SKIP() << "hard limit too low to lower the soft one";
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  Manager::Options options;
+  options.reclaim_leftovers = false;
+  options.netns_pool = 0;
+  auto manager = Manager::Open(options);
+  ASSERT_TRUE(manager.ok()) << manager.status().ToString();
+  rlimit now {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
+  EXPECT_EQ(now.rlim_cur, saved.rlim_max);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 // An idle sandbox holds its init's pidfd and control socket and, with the
