@@ -12,6 +12,7 @@
 // Thread safety: safe to run concurrently with other managers.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,14 @@
 namespace flashroll::sandbox {
 
 // Returns the names of the sandboxes (and veth interfaces) it removed, or
-// the first failure.
+// the first failure. Each manager's liveness is looked up once, however
+// many sandboxes it has (a one-shot `sandbox run` beside a node with
+// thousands of live sandboxes otherwise read /proc once per sandbox).
 Result<std::vector<std::string>> ReclaimLeftovers(CgroupBackend& backend);
+
+// The same with the liveness check given (naming.h's OwnerAlive above), for
+// tests that count its calls.
+Result<std::vector<std::string>> TEST_ReclaimLeftovers(CgroupBackend& backend,
+                                                       const std::function<bool(const std::string&)>& owner_alive);
 
 }  // namespace flashroll::sandbox
