@@ -10,24 +10,36 @@
 #     included on cgroup v1).
 # Every sandbox is destroyed afterwards and sandboxd stopped. A create that
 # fails stops the run; the count reached and the first error are reported.
+# So does MemAvailable falling under FLOOR_MIB (the machine is shared).
 #
-# Usage: sudo bench/sandbox_density.sh [FLASHROLL] [COUNT]
+# One manager holds 3 descriptors per idle sandbox; a hard RLIMIT_NOFILE it
+# may not raise (no CAP_SYS_RESOURCE in a container) caps it at about
+# hard/3 sandboxes. MANAGERS sandboxd processes share COUNT evenly then.
+#
+# Usage: sudo bench/sandbox_density.sh [FLASHROLL] [COUNT] [MANAGERS] [FLOOR_MIB]
 set -euo pipefail
 FLASHROLL=$(readlink -f "${1:-build/flashroll}")
 COUNT=${2:-10000}
+MANAGERS=${3:-1}
+FLOOR_MIB=${4:-3072}
 WORK=$(mktemp -d /tmp/fr-density.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$WORK/token"
 chmod 600 "$WORK/token"
-# The manager raises its soft limit to the hard one; the hard one must fit
-# COUNT sandboxes (root may raise it).
-ulimit -Hn $((COUNT * 4 + 4096)) 2>/dev/null || true
-"$FLASHROLL" sandboxd --listen "127.0.0.1:$PORT" --token-file "$WORK/token" > "$WORK/sandboxd.log" 2>&1 &
-DAEMON=$!
-trap 'kill -TERM $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null; rm -rf "$WORK"' EXIT
-python3 - "$PORT" "$WORK/token" "$COUNT" "$DAEMON" <<'PY'
+# The manager raises its soft limit to the hard one; raise the hard one
+# where that is allowed.
+ulimit -Hn $((COUNT * 4 / MANAGERS + 4096)) 2>/dev/null || true
+echo "descriptor limit (hard): $(ulimit -Hn); managers: $MANAGERS"
+PORTS=() PIDS=()
+for ((m = 0; m < MANAGERS; m++)); do
+  port=$((20000 + RANDOM % 20000))
+  "$FLASHROLL" sandboxd --listen "127.0.0.1:$port" --token-file "$WORK/token" > "$WORK/sandboxd.$m.log" 2>&1 &
+  PIDS+=($!) PORTS+=($port)
+done
+trap 'kill -TERM ${PIDS[*]} 2>/dev/null; wait ${PIDS[*]} 2>/dev/null; rm -rf "$WORK"' EXIT
+python3 - "$WORK/token" "$COUNT" "$FLOOR_MIB" "${PORTS[*]}" "${PIDS[*]}" <<'PY'
 import http.client, json, os, statistics, sys, threading, time
-port, token, count, daemon = int(sys.argv[1]), open(sys.argv[2]).read().strip(), int(sys.argv[3]), int(sys.argv[4])
+token, count, floor = open(sys.argv[1]).read().strip(), int(sys.argv[2]), int(sys.argv[3]) << 20
+ports, daemons = [int(p) for p in sys.argv[4].split()], [int(p) for p in sys.argv[5].split()]
 headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 def meminfo():
     out = {}
@@ -42,9 +54,14 @@ def settle(key):
 def kernel():
     m = meminfo(); return m["Slab"] + m["KernelStack"] + m["PageTables"] + m["Shmem"]
 def status(key):
-    for line in open(f"/proc/{daemon}/status"):
-        if line.startswith(key + ":"): return int(line.split()[1]) * 1024
-def connect():
+    total = 0
+    for daemon in daemons:
+        for line in open(f"/proc/{daemon}/status"):
+            if line.startswith(key + ":"): total += int(line.split()[1]) * 1024
+    return total
+def fds():
+    return sum(len(os.listdir(f"/proc/{d}/fd")) for d in daemons)
+def connect(port):
     for _ in range(100):
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=120); c.connect(); return c
@@ -55,44 +72,46 @@ def call(c, method, path, body=None):
     r = c.getresponse(); data = r.read()
     if r.status >= 300: raise RuntimeError(f"{method} {path}: {r.status} {data[:300]!r}")
     return json.loads(data) if data else None
-connect().close()
+for port in ports: connect(port).close()
 avail0, kernel0, rss0 = settle("MemAvailable"), kernel(), status("VmRSS")
-fds0 = len(os.listdir(f"/proc/{daemon}/fd"))
+fds0 = fds()
 ids, errors, lock, reserved = [], [], threading.Lock(), [0]
 spec = {"image": "busybox", "memory": "256M", "pids": 64}
 start = time.perf_counter()
-def worker():
-    c = connect()
+def worker(port):
+    c = connect(port)
     while True:
         with lock:
             if errors or reserved[0] >= count: return
             reserved[0] += 1
+            if reserved[0] % 100 == 0 and meminfo()["MemAvailable"] < floor:
+                errors.append(f"MemAvailable under the floor of {floor >> 20} MiB"); return
         try: sid = call(c, "POST", "/v1/sandboxes", spec)["id"]
         except Exception as e:
             with lock: errors.append(str(e))
             return
         with lock:
-            ids.append(sid)
+            ids.append((port, sid))
             n = len(ids)
         if n % 1000 == 0: print(f"  {n} live after {time.perf_counter() - start:.0f} s", flush=True)
-threads = [threading.Thread(target=worker) for _ in range(4)]
+threads = [threading.Thread(target=worker, args=(ports[i % len(ports)],)) for i in range(max(4, len(ports)))]
 for t in threads: t.start()
 for t in threads: t.join()
 took = time.perf_counter() - start
 n = len(ids)
 avail1, kernel1, rss1 = settle("MemAvailable"), kernel(), status("VmRSS")
-fds1 = len(os.listdir(f"/proc/{daemon}/fd"))
+fds1 = fds()
 charged = 0
-for sid in ids:
+for _, sid in ids:
     try: charged += int(open(f"/sys/fs/cgroup/memory/flashroll/{sid}/memory.usage_in_bytes").read())
     except OSError: pass
-c = connect()
+conns = {port: connect(port) for port in ports}
 # Still alive and answering: one exec in the last sandbox.
-alive = call(c, "POST", f"/v1/sandboxes/{ids[-1]}/exec", {"cmd": ["/bin/true"]})["exit_code"] == 0 if ids else False
+alive = call(conns[ids[-1][0]], "POST", f"/v1/sandboxes/{ids[-1][1]}/exec", {"cmd": ["/bin/true"]})["exit_code"] == 0 if ids else False
 t0 = time.perf_counter()
 left = 0
-for sid in ids:
-    try: call(c, "DELETE", f"/v1/sandboxes/{sid}")
+for port, sid in ids:
+    try: call(conns[port], "DELETE", f"/v1/sandboxes/{sid}")
     except Exception: left += 1
 kib = lambda b: b / 1024
 print(f"started {n} of {count} in {took:.0f} s ({n / took:.0f}/s); last one still runs /bin/true: {alive}")
@@ -101,10 +120,12 @@ if n:
     print("| measure | total | per sandbox |")
     print("|---|---:|---:|")
     print(f"| host MemAvailable drop | {(avail0 - avail1) / 2**20:.0f} MiB | {kib(avail0 - avail1) / n:.0f} KiB |")
-    print(f"| manager RSS growth (sandboxd VmRSS {rss0 / 2**20:.0f} -> {rss1 / 2**20:.0f} MiB) | {(rss1 - rss0) / 2**20:.0f} MiB | {kib(rss1 - rss0) / n:.1f} KiB |")
+    print(f"| managers' RSS growth ({len(daemons)} sandboxd, VmRSS {rss0 / 2**20:.0f} -> {rss1 / 2**20:.0f} MiB) | {(rss1 - rss0) / 2**20:.0f} MiB | {kib(rss1 - rss0) / n:.1f} KiB |")
     print(f"| kernel Slab + KernelStack + PageTables + Shmem growth | {(kernel1 - kernel0) / 2**20:.0f} MiB | {kib(kernel1 - kernel0) / n:.0f} KiB |")
     print(f"| charged to the sandboxes' memory cgroups | {charged / 2**20:.0f} MiB | {kib(charged) / n:.0f} KiB |")
-    print(f"| manager descriptors ({fds0} -> {fds1}) | {fds1 - fds0} | {(fds1 - fds0) / n:.2f} |")
+    print(f"| managers' descriptors ({fds0} -> {fds1}) | {fds1 - fds0} | {(fds1 - fds0) / n:.2f} |")
 print(f"destroyed in {time.perf_counter() - t0:.0f} s; {left} failed to destroy")
 PY
-echo "leftover sandbox cgroups: $(ls /sys/fs/cgroup/memory/flashroll 2>/dev/null | grep -c "^fr-$DAEMON-" || true)"
+left=0
+for pid in "${PIDS[@]}"; do left=$((left + $(ls /sys/fs/cgroup/memory/flashroll 2>/dev/null | grep -c "^fr-$pid-" || true))); done
+echo "leftover sandbox cgroups: $left"
