@@ -32,6 +32,12 @@ struct CgroupLimits {
   int64_t pids = 0;           // 0: none
   double cpus = 0;            // 0: none
   std::string cpuset;         // empty: the manager's CPUs
+  // Where limits live in hierarchies of their own (cgroup v1), a sandbox
+  // joins only those of the limits it has (memory always: its OOM count):
+  // each join is a migration that waits on the kernel's cgroup lock, about
+  // 2 ms on a busy VM. Set for a sandbox whose limits come later (the warm
+  // pool's): it joins every hierarchy.
+  bool every_hierarchy = false;
 };
 
 class Cgroup {

@@ -117,13 +117,17 @@ struct Manager::Impl {
   std::thread pool_thread;
 
   // The cold path: plan, cgroups, init. Nothing is left behind on failure.
-  Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec) {
+  // `for_pool`: its limits come when it is handed out, so its cgroups
+  // have every hierarchy.
+  Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec, bool for_pool = false) {
     FR_ASSIGN_OR_RETURN(ContainPlan plan, PrepareContainParentSide(spec, user_namespace));
     auto sb = std::make_shared<Sandbox>();
     sb->id = NewSandboxName();
     sb->spec = spec;
     // On any failure below, the Cgroup's destructor kills and removes it.
-    FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
+    CgroupLimits limits = LimitsOf(spec);
+    limits.every_hierarchy = for_pool;
+    FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, limits));
     if (spec.net != NetMode::kPolicy) {
       // The child's copy of the descriptor is what it joins; ours closes
       // when Launch returns.
@@ -170,7 +174,7 @@ struct Manager::Impl {
         lock.unlock();
         SandboxSpec spec;
         spec.image = kind;
-        auto sb = Launch(spec);
+        auto sb = Launch(spec, /*for_pool=*/true);
         lock.lock();
         if (!sb.ok()) {
           log::Warn("sandbox pool launch failed", {{"error", sb.status().ToString()}});
