@@ -87,13 +87,14 @@ config = {
 json.dump(config, open(f"{work}/bundle/config.json", "w"), indent=1)
 PY
 
-BW_COMMON=(--unshare-all --unshare-user --uid 0 --gid 0 --die-with-parent --new-session --cap-drop ALL
-           --proc /proc --dev /dev --tmpfs /tmp --seccomp 9)
+# bwrap applies its mounts in order: the root first, then /proc, /dev, /tmp.
+BW_NS=(--unshare-all --unshare-user --uid 0 --gid 0 --die-with-parent --new-session --cap-drop ALL --seccomp 9)
+BW_MOUNTS=(--proc /proc --dev /dev --tmpfs /tmp)
 python3 - "$RUNS" "$WARMUP" "$WORK/seccomp.bpf" \
   "flashroll run (host)" "$FLASHROLL sandbox run --memory 256M --pids 64 -- /bin/true" \
-  "bwrap (host /usr)" "/usr/bin/bwrap ${BW_COMMON[*]} --ro-bind /usr /usr --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/bin /bin /bin/true" \
+  "bwrap (host /usr)" "/usr/bin/bwrap ${BW_NS[*]} --ro-bind /usr /usr --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/bin /bin ${BW_MOUNTS[*]} /bin/true" \
   "flashroll run (busybox)" "$FLASHROLL sandbox run --image busybox --memory 256M --pids 64 -- /bin/true" \
-  "bwrap (busybox)" "/usr/bin/bwrap ${BW_COMMON[*]} --ro-bind $ROOTFS / /bin/true" \
+  "bwrap (busybox)" "/usr/bin/bwrap ${BW_NS[*]} --ro-bind $ROOTFS / ${BW_MOUNTS[*]} /bin/true" \
   "crun run (busybox)" "/usr/bin/crun run --bundle $WORK/bundle fr-oneshot-crun-{i}" \
   "runc run (busybox)" "/usr/sbin/runc run --bundle $WORK/bundle fr-oneshot-runc-{i}" <<'PY'
 import os, sys, time, statistics, shlex
