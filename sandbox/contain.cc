@@ -61,15 +61,15 @@ LandlockRules DefaultLandlockRules(const SandboxSpec& spec, const MountPlan& mou
   return rules;
 }
 
-Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, bool user_namespace) {
-  if (user_namespace && spec.net == NetMode::kPolicy) {
+Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, UsernsMode userns) {
+  if (userns == UsernsMode::kRootless && spec.net == NetMode::kPolicy) {
     return Status::FailedPrecondition("--net policy: needs root (veth and BPF); the manager runs without");
   }
   FR_RETURN_IF_ERROR(ValidateSpec(spec));
   FR_RETURN_IF_ERROR(CheckNetParentSide(spec));
   ContainPlan plan;
-  plan.user_namespace = user_namespace;
-  FR_ASSIGN_OR_RETURN(plan.mount, PrepareMountsParentSide(spec, user_namespace));
+  plan.userns = userns;
+  FR_ASSIGN_OR_RETURN(plan.mount, PrepareMountsParentSide(spec, userns));
   plan.hostname = spec.hostname;
   FR_ASSIGN_OR_RETURN(plan.caps, PrepareCapsParentSide());
   plan.landlock_rules = DefaultLandlockRules(spec, plan.mount);
@@ -77,6 +77,13 @@ Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, bool user_
   FR_ASSIGN_OR_RETURN(plan.seccomp, SeccompProgramFor(spec.seccomp));
   FR_ASSIGN_OR_RETURN(plan.init_fd, InitBinaryFd());
   return plan;
+}
+
+void UseUserNamespace(const UserNamespace& userns, ContainPlan* plan) {
+  plan->userns_fd = userns.fd();
+  plan->mount.idmap_userns_fd = userns.fd();
+  plan->mount.owner_uid = userns.range().base;
+  plan->mount.owner_gid = userns.range().base;
 }
 
 namespace {
@@ -106,17 +113,20 @@ ChildStatus ContainChild(const ContainPlan& plan, int sync_fd, int control_fd) {
   // both wait on RCU grace periods (umount, cgroup migration), and this
   // way a start pays for one, not two. Nothing the sandbox runs executes
   // before the handshake.
-  // In a user namespace nothing can be created before the parent has
-  // written the id maps, so there the handshake comes first.
-  if (plan.user_namespace) FR_CHILD_STEP(AwaitParentChild(sync_fd));
+  // In a user namespace of its own nothing can be created before the
+  // parent has written the id maps, so there the handshake comes first.
+  const bool rootless = plan.userns == UsernsMode::kRootless;
+  if (rootless) FR_CHILD_STEP(AwaitParentChild(sync_fd));
   // Before the mounts: /sys shows the network namespace it is mounted in.
   if (plan.netns_fd >= 0) FR_CHILD_STEP(JoinNetnsChild(plan.netns_fd));
   FR_CHILD_STEP(MountChild(plan.mount));
   FR_CHILD_STEP(UtsChild(plan.hostname));
   FR_CHILD_STEP(NetChild());
-  if (!plan.user_namespace) FR_CHILD_STEP(AwaitParentChild(sync_fd));
+  if (!rootless) FR_CHILD_STEP(AwaitParentChild(sync_fd));
   FR_CHILD_STEP(VethChild(plan.veth));
   FR_CHILD_STEP(CgroupNamespaceChild());
+  // Last of the steps that need the host's root.
+  FR_CHILD_STEP(JoinUserNamespaceChild(plan.userns_fd));
   FR_CHILD_STEP(CapsChild(plan.caps));
   FR_CHILD_STEP(LandlockChild(plan.landlock_rules, plan.landlock));
   FR_CHILD_STEP(SeccompChild(*plan.seccomp));

@@ -18,6 +18,7 @@
 #include "sandbox/mount.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
+#include "sandbox/userns.h"
 #include "sandbox/veth.h"
 
 namespace flashroll::sandbox {
@@ -32,9 +33,11 @@ struct ContainPlan {
   // A fresh network namespace from NetnsPool to join instead of cloning one
   // (-1: clone with CLONE_NEWNET); owned by the caller.
   int netns_fd = -1;
-  // A manager without root: the child gets a user namespace (the launcher
+  // kRootless: the child is cloned into a user namespace (the launcher
   // writes its id maps) and waits for them before any filesystem work.
-  bool user_namespace = false;
+  // kMapped: the child joins `userns_fd` after its mounts (userns.h).
+  UsernsMode userns = UsernsMode::kNone;
+  int userns_fd = -1;  // kMapped; owned by the caller
   const SeccompProgram* seccomp = nullptr;  // process-lifetime
   int init_fd = -1;                         // process-lifetime memfd
 };
@@ -45,7 +48,13 @@ LandlockRules DefaultLandlockRules(const SandboxSpec& spec, const MountPlan& mou
 // Returns kInvalidArgument for a bad spec, kFailedPrecondition when the
 // kernel cannot enforce the isolation stack (e.g. a Landlock ABI below 6),
 // or the first failing step's error.
-Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, bool user_namespace = false);
+// `userns` says how the sandbox gets its user namespace; kMapped needs
+// UseUserNamespace before the launch.
+Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, UsernsMode userns);
+
+// kMapped: the sandbox's namespace, which its mounts map through and its
+// init joins. `userns` must outlive the launch.
+void UseUserNamespace(const UserNamespace& userns, ContainPlan* plan);
 
 // Child side. Waits for the parent's go byte on `sync_fd` before anything
 // runs in the v1 cgroups' absence. Does not return on success (the init is

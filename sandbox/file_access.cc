@@ -56,7 +56,9 @@ struct HelperPlan {
   int report_fd = -1;
   int data_fd = -1;  // reads: where the contents go; -1 for writes
   int keep[4] = {};  // the four above, sorted: every other descriptor is closed
-  int ns_flags = 0;
+  int ns_flags = 0;      // joined first
+  bool join_user_last = false;  // kMapped: the user namespace after the others
+  bool become_root = false;     // setresuid/setresgid(0) in the joined user namespace
   const char* relative_path = nullptr;  // beneath the root; "." for "/"
   bool write = false;
   std::string_view data;  // writes
@@ -94,7 +96,15 @@ HelperReport RunHelper(const HelperPlan& plan) {
     next = static_cast<unsigned>(fd) + 1;
   }
   ::syscall(SYS_close_range, next, ~0U, 0);
+  // Raw set*id calls: glibc's wrappers would signal threads this copy of
+  // the manager does not have. The host root's groups must not come along.
+  if (plan.join_user_last && ::syscall(SYS_setgroups, 0, nullptr) != 0) return Failed("setgroups");
   if (::setns(plan.pidfd, plan.ns_flags) != 0) return Failed("setns");
+  if (plan.join_user_last && ::setns(plan.pidfd, CLONE_NEWUSER) != 0) return Failed("setns(user)");
+  if (plan.become_root) {
+    if (::syscall(SYS_setresgid, 0, 0, 0) != 0) return Failed("setresgid");
+    if (::syscall(SYS_setresuid, 0, 0, 0) != 0) return Failed("setresuid");
+  }
   __user_cap_header_struct header {};
   header.version = _LINUX_CAPABILITY_VERSION_3;
   __user_cap_data_struct no_caps[2] = {};
@@ -225,8 +235,12 @@ Status RunFileHelper(const FileTarget& target, const std::string& path, HelperPl
   plan.root = target.root.get();
   plan.ns_flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWCGROUP;
   // Only a different user namespace can be joined (setns fails with EINVAL
-  // on one's own).
-  if (target.user_namespace) plan.ns_flags |= CLONE_NEWUSER;
+  // on one's own). One that owns the others comes with them (setns joins it
+  // first); one the host's owns them, joined first, would take away the
+  // right to join the others.
+  if (target.userns == UsernsMode::kRootless) plan.ns_flags |= CLONE_NEWUSER;
+  plan.join_user_last = target.userns == UsernsMode::kMapped;
+  plan.become_root = target.userns != UsernsMode::kNone;
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe2 (file helper report)");
@@ -292,9 +306,9 @@ Status RunFileHelper(const FileTarget& target, const std::string& path, HelperPl
 
 }  // namespace
 
-Result<FileTarget> OpenFileTarget(pid_t init_pid, int init_pidfd, bool user_namespace) {
+Result<FileTarget> OpenFileTarget(pid_t init_pid, int init_pidfd, UsernsMode userns) {
   FileTarget target;
-  target.user_namespace = user_namespace;
+  target.userns = userns;
   target.pidfd.reset(::fcntl(init_pidfd, F_DUPFD_CLOEXEC, 0));
   if (!target.pidfd.valid()) return Status::FromErrno(errno, "dup the init's pidfd");
   const std::string root = "/proc/" + std::to_string(init_pid) + "/root";

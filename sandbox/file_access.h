@@ -6,17 +6,21 @@
 // may not open), and a FIFO or a filesystem that never answers would hang
 // it. So every operation runs in a short-lived helper process, cloned from
 // the manager, which:
-//   - joins the init's namespaces through its pidfd: user (when the sandbox
-//     has one), mount (its root and working directory become the
-//     sandbox's), UTS, IPC, network and cgroup, so that files whose contents
+//   - joins the init's namespaces through its pidfd: user, mount (its root
+//     and working directory become the sandbox's), UTS, IPC, network and
+//     cgroup, so that files whose contents
 //     depend on the reader's namespaces (/proc/sys/kernel/hostname,
 //     /proc/sysvipc/*, /proc/sys/net/*, /proc/<pid>/cgroup) read as they do
 //     inside. Not the pid namespace: a process enters one only by being
 //     forked into it, and staying out keeps the helper, a copy of the
 //     manager's memory, out of sight of the sandbox's processes;
-//   - keeps the manager's uid and gid, which are the sandbox's (its
-//     processes run with them, minus capabilities: caps.h), and drops every
-//     capability;
+//   - becomes the sandbox's root, uid and gid 0 of its user namespace (its
+//     processes run as that, minus capabilities: caps.h): the range's base
+//     on the host for a root manager, whose helper clears its supplementary
+//     groups and joins the user namespace after the others (which the
+//     host's user namespace owns, userns.h); the manager's own ids for a
+//     rootless one, whose user namespace owns the others and is joined
+//     with them. It then drops every capability;
 //   - resolves the path from the init's root directory, a descriptor the
 //     manager took (not the root setns leaves the helper in: that is the
 //     top of the namespace's mount tree, which need not be the init's
@@ -56,6 +60,7 @@
 
 #include "common/status.h"
 #include "sandbox/unique_fd.h"
+#include "sandbox/userns.h"
 
 namespace flashroll::sandbox {
 
@@ -65,14 +70,14 @@ namespace flashroll::sandbox {
 struct FileTarget {
   UniqueFd pidfd;  // a duplicate of the init's pidfd: the namespaces to join
   UniqueFd root;   // the init's root directory (O_PATH), where paths resolve
-  bool user_namespace = false;  // the sandbox has its own user namespace
+  UsernsMode userns = UsernsMode::kNone;  // how the sandbox got its user namespace
 };
 
 // Takes what a file operation needs from a running init; cheap and
 // non-blocking (nothing of the sandbox's is read). The init must not be
 // reaped while this runs. Returns the failed call (e.g. open
 // /proc/<pid>/root) otherwise.
-Result<FileTarget> OpenFileTarget(pid_t init_pid, int init_pidfd, bool user_namespace);
+Result<FileTarget> OpenFileTarget(pid_t init_pid, int init_pidfd, UsernsMode userns);
 
 // Reads the regular file `path` (absolute, as the sandbox sees it).
 // Returns its contents, or:

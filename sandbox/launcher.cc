@@ -39,27 +39,6 @@ Status SocketPair(UniqueFd* parent, UniqueFd* child, const char* what) {
   return Status::Ok();
 }
 
-// Maps uid and gid 0 inside the child's user namespace to the manager's
-// own ids (the only mapping an unprivileged process may write, after
-// denying setgroups).
-Status WriteIdMaps(pid_t pid) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/";
-  const std::pair<const char*, std::string> files[] = {
-      {"setgroups", "deny"},
-      {"uid_map", "0 " + std::to_string(::geteuid()) + " 1"},
-      {"gid_map", "0 " + std::to_string(::getegid()) + " 1"},
-  };
-  for (const auto& [file, value] : files) {
-    const std::string path = dir + file;
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
-    if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
-      return Status::FromErrno(errno, "write '" + value + "' to " + path);
-    }
-  }
-  return Status::Ok();
-}
-
 [[noreturn]] void ChildMain(const ContainPlan& plan, int sync_fd, int control_fd) {
   const ChildStatus status = ContainChild(plan, sync_fd, control_fd);
   ChildStatusMessage message;
@@ -96,7 +75,8 @@ Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
   struct clone_args args {};
   args.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD;
   if (plan.netns_fd < 0) args.flags |= CLONE_NEWNET;  // else the child joins a pooled one
-  if (plan.user_namespace) args.flags |= CLONE_NEWUSER;
+  const bool rootless = plan.userns == UsernsMode::kRootless;
+  if (rootless) args.flags |= CLONE_NEWUSER;
   if (cgroup.clone_into_fd() >= 0) {
     args.flags |= CLONE_INTO_CGROUP;
     args.cgroup = static_cast<uint64_t>(cgroup.clone_into_fd());
@@ -105,7 +85,7 @@ Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
   args.exit_signal = SIGCHLD;
   const long pid = ::syscall(SYS_clone3, &args, sizeof(args));
   if (pid < 0) {
-    return Status::FromErrno(errno, plan.user_namespace
+    return Status::FromErrno(errno, rootless
                                         ? "launch: clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWUTS|NEWIPC)"
                                         : "launch: clone3(NEWNS|NEWPID|NEWNET|NEWUTS|NEWIPC|INTO_CGROUP)");
   }
@@ -122,20 +102,29 @@ Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
     return status;
   };
   if (Status attached = cgroup.AttachParentSide(init.pid); !attached.ok()) return fail(attached.Wrap("launch"));
-  if (plan.user_namespace) {
-    if (Status mapped = WriteIdMaps(init.pid); !mapped.ok()) return fail(mapped.Wrap("launch"));
+  if (rootless) {
+    // Uid and gid 0 inside are the manager's own ids: the only mapping an
+    // unprivileged process may write.
+    const Status mapped = WriteIdMaps(init.pid, IdRange{::geteuid(), 1}, IdRange{::getegid(), 1});
+    if (!mapped.ok()) return fail(mapped.Wrap("launch"));
   }
   if (before_go) {
     if (Status done = before_go(init.pid); !done.ok()) return fail(done.Wrap("launch"));
   }
   const char go = 'g';
-  if (::write(sync_parent.get(), &go, 1) != 1) return fail(Status::FromErrno(errno, "launch: write handshake"));
+  // EPIPE: the child failed before the handshake; its report is still queued.
+  if (::send(sync_parent.get(), &go, 1, MSG_NOSIGNAL) != 1 && errno != EPIPE) {
+    return fail(Status::FromErrno(errno, "launch: write handshake"));
+  }
 
   ChildStatusMessage message {};
   ssize_t n;
+  bool reset = false;
   do {
     n = ::read(sync_parent.get(), &message, sizeof(message));
-  } while (n < 0 && errno == EINTR);
+    // A child that died with the go byte unread resets the socket; the
+    // error is reported once, and its report is still queued behind it.
+  } while (n < 0 && (errno == EINTR || (errno == ECONNRESET && !std::exchange(reset, true))));
   if (n < 0) return fail(Status::FromErrno(errno, "launch: read handshake"));
   if (n == static_cast<ssize_t>(sizeof(message))) {
     message.step[sizeof(message.step) - 1] = '\0';

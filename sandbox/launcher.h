@@ -7,7 +7,11 @@
 //   AttachParentSide (v1 cgroups)            (overlapping the parent's work)
 //   before_go (e.g. veth into the netns)
 //   writes the go byte                    -> waits for it; then cgroup ns,
+//                                            the user namespace (userns.h),
 //                                            caps, seccomp, execveat(init)
+// A rootless child is cloned into a user namespace instead, whose id maps
+// the parent writes before the go byte, which the child then waits for
+// before anything else.
 //   reads the handshake socket: EOF means the init is running (the socket is
 //   close-on-exec); a ChildStatusMessage means a step failed.
 //

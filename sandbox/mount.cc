@@ -57,7 +57,7 @@ MountOp BindSelfOp(const std::string& source, const std::string& path, bool read
   return op;
 }
 
-void AddDev(bool user_namespace, std::vector<MountOp>* ops) {
+void AddDev(bool rootless, std::vector<MountOp>* ops) {
   ops->push_back(MkdirOp("dev", 0755));
   ops->push_back(FsOp("dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64m,nr_inodes=4096"));
   struct Device {
@@ -67,7 +67,7 @@ void AddDev(bool user_namespace, std::vector<MountOp>* ops) {
   for (const Device& dev : {Device{"null", 1, 3}, Device{"zero", 1, 5}, Device{"full", 1, 7},
                             Device{"random", 1, 8}, Device{"urandom", 1, 9}, Device{"tty", 5, 0}}) {
     const std::string path = std::string("dev/") + dev.name;
-    if (!user_namespace) {
+    if (!rootless) {
       ops->push_back(MknodOp(path, dev.major, dev.minor));
       continue;
     }
@@ -140,6 +140,46 @@ const char* FdPath(int fd, char* buf) {
 
 ChildStatus Fail(const char* call, const MountOp& op) { return ChildStatus::Errno("mount", call, op.path.c_str()); }
 
+// Hands what the child just made to the sandbox's root (kMapped; nothing
+// when the plan has no owner): `name` in `dir`, or `dir` itself when `name`
+// is empty.
+int GiveToSandboxRoot(const MountPlan& plan, int dir, const char* name) {
+  if (plan.owner_uid == 0) return 0;
+  const int flags = AT_SYMLINK_NOFOLLOW | (name[0] == '\0' ? AT_EMPTY_PATH : 0);
+  return ::fchownat(dir, name, plan.owner_uid, plan.owner_gid, flags);
+}
+
+// Returns a detached clone of the tree at `source`, idmapped through
+// `userns_fd` and restricted by `attrs` (MOUNT_ATTR_*), or -1 with errno
+// and the failed call in `*call`. mount_setattr idmaps only mounts no one
+// has seen yet, hence the clone; AT_RECURSIVE takes submounts along.
+int IdmappedTree(const char* source, int userns_fd, uint64_t attrs, const char** call) {
+  *call = "open_tree(OPEN_TREE_CLONE)";
+  const int tree = ::open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+  if (tree < 0) return -1;
+  struct mount_attr attr {};
+  attr.attr_set = MOUNT_ATTR_IDMAP | attrs;
+  attr.userns_fd = static_cast<uint64_t>(userns_fd);
+  if (::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+    *call = "mount_setattr(MOUNT_ATTR_IDMAP)";
+    const int err = errno;
+    ::close(tree);
+    errno = err;
+    return -1;
+  }
+  return tree;
+}
+
+// Attaches the detached tree `tree` at the directory open as `target` and
+// closes it.
+int AttachTree(int tree, int target) {
+  const int rc = ::move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+  const int err = errno;
+  ::close(tree);
+  errno = err;
+  return rc;
+}
+
 // Makes the bind mount now at `path`, and every mount beneath it, nosuid and
 // nodev, and read-only when op.read_only: a set-uid file or a device node in
 // a bound host directory, --rw ones included, gives nothing inside.
@@ -165,7 +205,7 @@ ChildStatus RestrictBind(int root_fd, const MountOp& op) {
   return status;
 }
 
-ChildStatus ApplyCreate(int root_fd, const MountOp& op) {
+ChildStatus ApplyCreate(const MountPlan& plan, int root_fd, const MountOp& op) {
   const int dir = OpenInRoot(root_fd, op.parent, O_PATH | O_DIRECTORY);
   if (dir < 0) return Fail("openat2(parent)", op);
   int rc = 0;
@@ -192,12 +232,14 @@ ChildStatus ApplyCreate(int root_fd, const MountOp& op) {
     default:
       break;
   }
-  const ChildStatus status = (rc == 0 || errno == EEXIST) ? ChildStatus::Ok() : Fail(call, op);
+  ChildStatus status = (rc == 0 || errno == EEXIST) ? ChildStatus::Ok() : Fail(call, op);
+  // What existed already comes from the (idmapped) image.
+  if (rc == 0 && GiveToSandboxRoot(plan, dir, op.name.c_str()) != 0) status = Fail("fchownat", op);
   ::close(dir);
   return status;
 }
 
-ChildStatus ApplyMount(int root_fd, const MountOp& op) {
+ChildStatus ApplyMount(const MountPlan& plan, int root_fd, const MountOp& op) {
   const int target = OpenInRoot(root_fd, op.path, O_PATH);
   if (target < 0) {
     if (op.optional && errno == ENOENT) return ChildStatus::Ok();
@@ -209,6 +251,15 @@ ChildStatus ApplyMount(int root_fd, const MountOp& op) {
   const char* call = "mount";
   if (op.kind == MountOp::Kind::kMount) {
     rc = ::mount(op.fstype.c_str(), target_path, op.fstype.c_str(), op.flags, op.data.c_str());
+  } else if (op.kind == MountOp::Kind::kBind && op.idmap && plan.idmap_userns_fd >= 0) {
+    const uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (op.read_only ? MOUNT_ATTR_RDONLY : 0);
+    const int tree = IdmappedTree(op.source.c_str(), plan.idmap_userns_fd, attrs, &call);
+    if (tree < 0) {
+      rc = -1;
+    } else {
+      call = "move_mount";
+      rc = AttachTree(tree, target);
+    }
   } else if (op.kind == MountOp::Kind::kBind) {
     call = "mount(MS_BIND)";
     rc = ::mount(op.source.c_str(), target_path, nullptr, MS_BIND | MS_REC, nullptr);
@@ -233,8 +284,18 @@ ChildStatus ApplyMount(int root_fd, const MountOp& op) {
     if (op.optional && err == ENOENT) return ChildStatus::Ok();
     return Fail(call, op);
   }
-  if (op.kind != MountOp::Kind::kMount) return RestrictBind(root_fd, op);
-  return ChildStatus::Ok();
+  if (op.kind == MountOp::Kind::kMount) {
+    if (op.fstype != "tmpfs" || plan.owner_uid == 0) return ChildStatus::Ok();
+    // The new tmpfs's root, not the directory beneath it.
+    const int mounted = OpenInRoot(root_fd, op.path, O_PATH | O_DIRECTORY);
+    if (mounted < 0) return Fail("openat2(tmpfs)", op);
+    const int chowned = GiveToSandboxRoot(plan, mounted, "");
+    ::close(mounted);
+    return chowned == 0 ? ChildStatus::Ok() : Fail("fchownat(tmpfs)", op);
+  }
+  // An idmapped tree got its restrictions with its idmap.
+  if (op.kind == MountOp::Kind::kBind && op.idmap && plan.idmap_userns_fd >= 0) return ChildStatus::Ok();
+  return RestrictBind(root_fd, op);
 }
 
 }  // namespace
@@ -266,9 +327,10 @@ MountOp BindOp(const std::string& host_source, const std::string& path, bool rea
   return op;
 }
 
-Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, bool user_namespace) {
+Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, UsernsMode userns) {
+  const bool rootless = userns == UsernsMode::kRootless;
   MountPlan plan;
-  if (user_namespace) {
+  if (rootless) {
     // Without root, /run/flashroll cannot be created; the tmpfs goes over an
     // existing directory instead (only in the sandbox's mount namespace).
     struct stat st {};
@@ -281,18 +343,25 @@ Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, bool user_nam
   }
   FR_ASSIGN_OR_RETURN(ImageLayout image, ResolveImage(spec));
   plan.tmpfs_data = "size=" + std::to_string(spec.disk_bytes) + ",mode=0755";
-  const std::string upper = plan.scratch + "/upper";
+  plan.upper = plan.scratch + "/upper";
   const std::string work = plan.scratch + "/work";
   plan.new_root = plan.scratch + "/root";
-  plan.scratch_dirs = {upper, work, plan.new_root};
+  plan.scratch_dirs = {plan.upper, work, plan.new_root};
   std::string lower = image.lower;
-  if (lower.empty()) {
+  if (lower.empty() || userns == UsernsMode::kMapped) {
     lower = plan.scratch + "/lower";
     plan.scratch_dirs.push_back(lower);
   }
-  plan.overlay_data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work;
+  if (!image.lower.empty() && userns == UsernsMode::kMapped) {
+    plan.lower_source = image.lower;
+    plan.idmapped_lower = lower;
+  }
+  plan.overlay_data = "lowerdir=" + lower + ",upperdir=" + plan.upper + ",workdir=" + work;
   plan.ops = std::move(image.ops);
-  AddDev(user_namespace, &plan.ops);
+  // The image's own binds show the host's files with the owners they have
+  // in the image (read-only: the host image's /usr and friends).
+  for (MountOp& op : plan.ops) op.idmap = op.kind == MountOp::Kind::kBind && userns == UsernsMode::kMapped;
+  AddDev(rootless, &plan.ops);
   AddProc(&plan.ops);
   plan.ops.push_back(MkdirOp("tmp", 01777));
   for (const auto& path : spec.rw_paths) FR_RETURN_IF_ERROR(AddReadWriteBind(path, &plan.ops));
@@ -324,6 +393,24 @@ ChildStatus MountChild(const MountPlan& plan) {
   for (const auto& dir : plan.scratch_dirs) {
     if (::mkdir(dir.c_str(), 0755) != 0) return ChildStatus::Errno("mount", "mkdir", dir.c_str());
   }
+  // The overlay's root is the upper layer's: the sandbox's root owns "/".
+  if (GiveToSandboxRoot(plan, AT_FDCWD, plan.upper.c_str()) != 0) {
+    return ChildStatus::Errno("mount", "fchownat", plan.upper.c_str());
+  }
+  if (!plan.lower_source.empty()) {
+    const char* call = nullptr;
+    const int tree = IdmappedTree(plan.lower_source.c_str(), plan.idmap_userns_fd,
+                                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &call);
+    if (tree < 0) return ChildStatus::Errno("mount", call, plan.lower_source.c_str());
+    const int target = ::open(plan.idmapped_lower.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (target < 0) {
+      ::close(tree);
+      return ChildStatus::Errno("mount", "open", plan.idmapped_lower.c_str());
+    }
+    const int rc = AttachTree(tree, target);
+    ::close(target);
+    if (rc != 0) return ChildStatus::Errno("mount", "move_mount", plan.idmapped_lower.c_str());
+  }
   if (::mount("overlay", plan.new_root.c_str(), "overlay", MS_NOSUID | MS_NODEV, plan.overlay_data.c_str()) != 0) {
     return ChildStatus::Errno("mount", "mount(overlay)", plan.overlay_data.c_str());
   }
@@ -332,7 +419,7 @@ ChildStatus MountChild(const MountPlan& plan) {
   for (const auto& op : plan.ops) {
     const bool creates = op.kind == MountOp::Kind::kMkdir || op.kind == MountOp::Kind::kTouch ||
                          op.kind == MountOp::Kind::kSymlink || op.kind == MountOp::Kind::kMknod;
-    const ChildStatus status = creates ? ApplyCreate(root_fd, op) : ApplyMount(root_fd, op);
+    const ChildStatus status = creates ? ApplyCreate(plan, root_fd, op) : ApplyMount(plan, root_fd, op);
     if (!status.ok()) return status;
   }
   ::close(root_fd);

@@ -15,18 +15,38 @@
 // Paths inside the new root are resolved with openat2(RESOLVE_IN_ROOT), so a
 // symlink in an image cannot point a mount or mkdir at the host.
 //
+// In a sandbox with a mapped user namespace (userns.h, kMapped) the child
+// mounts as the host's root, before it joins that namespace, and the files
+// must look to the sandbox's root as they look to the host's:
+//   - the image's lower layer is an idmapped clone (open_tree,
+//     mount_setattr(MOUNT_ATTR_IDMAP), move_mount) of the image tree under
+//     the scratch tmpfs, and the overlay is mounted on top of that (an
+//     overlayfs mount itself cannot be idmapped); the image's read-only
+//     binds (the host image's /usr, /bin, ...) are idmapped likewise, so the
+//     host's uid 0 shows as 0 inside;
+//   - the writable layer's root, every entry the ops create and every tmpfs
+//     they mount belong to the sandbox's root (the range's base on the
+//     host);
+//   - --rw binds are not idmapped: inside, the host's files show with their
+//     host owners (the host's root as the overflow id, 65534), and what the
+//     sandbox creates there is owned on the host by its range, never by the
+//     host's root. Idmapped, a file the sandbox made set-uid would be a
+//     set-uid-root file on the host.
+//
 // Thread safety: PrepareMountsParentSide may run on any thread; MountChild
 // runs only in the freshly cloned child.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "sandbox/child_status.h"
 #include "sandbox/spec.h"
+#include "sandbox/userns.h"
 
 namespace flashroll::sandbox {
 
@@ -50,6 +70,7 @@ struct MountOp {
   std::string data;
   unsigned long flags = 0;  // MS_* for kMount
   bool read_only = false;   // for binds: read-only (every bind is nosuid, nodev)
+  bool idmap = false;       // kBind: idmapped through the plan's user namespace, when it has one
   mode_t mode = 0;
   dev_t dev = 0;
   bool optional = false;  // skip when `path` or `source` does not exist
@@ -65,8 +86,19 @@ struct MountPlan {
   std::string scratch;      // where the per-sandbox tmpfs goes: /run/flashroll
   std::string tmpfs_data;   // "size=...,mode=0755"
   std::vector<std::string> scratch_dirs;  // upper, work, root (and lower) under scratch
+  std::string upper;        // scratch + "/upper", the writable layer
   std::string new_root;     // scratch + "/root"
   std::string overlay_data; // lowerdir=...,upperdir=...,workdir=...
+  // kMapped: the image tree whose idmapped clone is the overlay's lower
+  // layer at `idmapped_lower` (a scratch dir); empty otherwise.
+  std::string lower_source;
+  std::string idmapped_lower;
+  // kMapped: the user namespace idmapped mounts map through (not owned;
+  // -1 otherwise) and the host ids of root inside, which own what the child
+  // creates. Set by the launch (UseUserNamespace in contain.h).
+  int idmap_userns_fd = -1;
+  uint32_t owner_uid = 0;
+  uint32_t owner_gid = 0;
   std::vector<MountOp> ops; // applied in order inside new_root
   // Names directly under the new root: the image's lower layer's entries
   // and the top-level paths the ops create (for the Landlock rules).
@@ -77,10 +109,10 @@ struct MountPlan {
 // directory /run/flashroll (the mount point, shared by all sandboxes) and,
 // for the busybox image, the cached image tree. Returns kNotFound for a
 // missing image, kIoError for a failed host-side step.
-// With `user_namespace` (a manager without root), device nodes are binds
-// of the host's, and the tmpfs goes over /mnt (or /tmp) instead of
-// /run/flashroll.
-Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, bool user_namespace = false);
+// kRootless (a manager without root): device nodes are binds of the
+// host's, and the tmpfs goes over /mnt (or /tmp) instead of /run/flashroll.
+// kMapped: the lower layer and the image's binds are idmapped (above).
+Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, UsernsMode userns = UsernsMode::kNone);
 
 // Child side: makes every mount private, mounts the tmpfs and the overlay,
 // applies the ops and pivots into the new root. On success the caller's

@@ -16,6 +16,7 @@
 #include "sandbox/cgroup_backends.h"
 #include "sandbox/contain.h"
 #include "sandbox/crash_watcher.h"
+#include "sandbox/device_policy.h"
 #include "sandbox/events.h"
 #include "sandbox/exec.h"
 #include "sandbox/file_access.h"
@@ -24,6 +25,8 @@
 #include "sandbox/netns_pool.h"
 #include "sandbox/net_policy.h"
 #include "sandbox/reclaim.h"
+#include "sandbox/uid_ranges.h"
+#include "sandbox/userns.h"
 #include "sandbox/veth.h"
 
 namespace flashroll::sandbox {
@@ -37,6 +40,9 @@ using SystemClock = std::chrono::system_clock;
 // until the last reference goes, so a concurrent exec or signal never sees a
 // reused fd.
 struct Sandbox {
+  // First, so it goes last: the range is free again only once nothing of
+  // the sandbox is left.
+  UidRangeLease ids;
   std::string id;
   SandboxSpec spec;
   std::string client_key;
@@ -64,12 +70,15 @@ Status TearDown(Sandbox& sb) {
   Status first = sb.cgroup->Kill();
   Status reaped = KillAndReapInit(sb.init);
   if (first.ok()) first = reaped;
+  // Processes of the sandbox may be left: its ids must not go to another.
+  const bool gone = first.ok();
   Status veth = sb.veth.Remove();
   if (first.ok()) first = veth;
   Status detached = sb.net_policy.Detach();
   if (first.ok()) first = detached;
   Status removed = sb.cgroup->Remove();
   if (first.ok()) first = removed;
+  if (!gone || !removed.ok()) sb.ids.KeepForever();
   return first;
 }
 
@@ -100,6 +109,8 @@ struct Manager::Impl {
   int warm_pool = 0;            // constant after Open
   std::unique_ptr<NetnsPool> netns_pool;  // null without root or when off; set in Open
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
+  std::unique_ptr<UidRanges> uid_ranges;  // root: each sandbox's ids; set in Open
+  const DevicePolicy* device_policy = nullptr;  // root; process-lifetime; set in Open
   bool allow_unenforced_limits = false;
   std::chrono::milliseconds file_timeout{0};  // constant after Open
   EventLog events;
@@ -120,14 +131,24 @@ struct Manager::Impl {
   // `for_pool`: its limits come when it is handed out, so its cgroups
   // have every hierarchy.
   Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec, bool for_pool = false) {
-    FR_ASSIGN_OR_RETURN(ContainPlan plan, PrepareContainParentSide(spec, user_namespace));
+    FR_ASSIGN_OR_RETURN(ContainPlan plan,
+                        PrepareContainParentSide(spec, user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
     auto sb = std::make_shared<Sandbox>();
     sb->id = NewSandboxName();
     sb->spec = spec;
+    // Held by the init once it has joined; ours closes when Launch returns.
+    UserNamespace userns;
+    if (uid_ranges != nullptr) {
+      FR_ASSIGN_OR_RETURN(sb->ids, uid_ranges->Acquire(sb->id));
+      FR_ASSIGN_OR_RETURN(userns, UserNamespace::Create(sb->ids.range()));
+      UseUserNamespace(userns, &plan);
+    }
     // On any failure below, the Cgroup's destructor kills and removes it.
     CgroupLimits limits = LimitsOf(spec);
     limits.every_hierarchy = for_pool;
     FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, limits));
+    // Before the first process enters the cgroup, like the network policy.
+    if (device_policy != nullptr) FR_RETURN_IF_ERROR(device_policy->Attach(sb->cgroup->clone_into_fd(), sb->id));
     if (spec.net != NetMode::kPolicy) {
       // The child's copy of the descriptor is what it joins; ours closes
       // when Launch returns.
@@ -201,7 +222,8 @@ struct Manager::Impl {
     FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, Find(id));
     std::lock_guard<std::mutex> lock(sb->mu);
     FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
-    return OpenFileTarget(sb->init.pid, sb->init.pidfd.get(), user_namespace);
+    return OpenFileTarget(sb->init.pid, sb->init.pidfd.get(),
+                          user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped);
   }
 
   // Tears the sandbox down, then removes it from the tables, so that once it
@@ -281,9 +303,10 @@ Manager::~Manager() {
 
 namespace {
 
-// Each live sandbox holds descriptors (its init's pidfd and control socket,
-// the OOM notifier): the usual soft limit of 1,024 would stop a manager
-// near 300 sandboxes while the hard limit allows far more.
+// Each live sandbox holds four descriptors (its init's pidfd and control
+// socket, the OOM notifier, its id range's lock): the usual soft limit of
+// 1,024 would stop a manager near 250 sandboxes while the hard limit allows
+// far more.
 Status RaiseDescriptorLimit() {
   rlimit limit {};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return Status::FromErrno(errno, "getrlimit(RLIMIT_NOFILE)");
@@ -310,6 +333,12 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
     impl->cgroups = NewNoCgroupBackend();
   } else {
     FR_ASSIGN_OR_RETURN(impl->cgroups, OpenCgroupBackend());
+    UidRangeOptions ranges;
+    ranges.base = options.userns_base;
+    ranges.width = options.userns_width;
+    ranges.slots = options.userns_slots;
+    FR_ASSIGN_OR_RETURN(impl->uid_ranges, UidRanges::Open(ranges));
+    FR_ASSIGN_OR_RETURN(impl->device_policy, DevicePolicy::Shared());
   }
   if (options.reclaim_leftovers && !impl->user_namespace) {
     FR_RETURN_IF_ERROR(ReclaimLeftovers(*impl->cgroups).status());
@@ -491,6 +520,7 @@ Result<SandboxInfo> Manager::Info(const std::string& id) {
   info.id = sb->id;
   info.state = sb->state;
   info.init_pid = sb->init.pid;
+  info.host_uid = impl_->user_namespace ? ::geteuid() : sb->ids.range().base;
   info.created = sb->created;
   info.expires = sb->expires;
   if (sb->spec.net == NetMode::kPolicy) {

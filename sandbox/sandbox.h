@@ -2,7 +2,10 @@
 // thaw, destroy. Front ends (the CLI, the node agent) only parse and call this.
 //
 // A sandbox is a contained init process (launcher.h) in its own cgroups
-// (cgroup.h); Exec asks that init to start a command, so every command
+// (cgroup.h) and its own user namespace (userns.h): with a root manager,
+// uid and gid 0 inside are a host range of its own (uid_ranges.h), and it
+// may open no device but those its /dev provides (device_policy.h). Exec
+// asks that init to start a command, so every command
 // inherits the full isolation stack. Destroy works from any state: it kills
 // the cgroup, reaps the init (the kernel then tears down the namespaces and
 // every mount with it) and removes the cgroup directories. A sandbox with a
@@ -73,6 +76,10 @@ struct SandboxInfo {
   // --net policy: the host side of the sandbox's veth (e.g. "10.213.4.1"),
   // the address the sandbox reaches the host at; empty otherwise.
   std::string host_address;
+  // The host uid (and gid) of root inside; ids 0..N-1 inside are
+  // host_uid..host_uid+N-1 on the host (N: Options::userns_width). The
+  // manager's own uid for a manager without root.
+  uint32_t host_uid = 0;
   std::chrono::system_clock::time_point created;
   std::chrono::system_clock::time_point expires;  // epoch when there is no TTL
 };
@@ -105,17 +112,28 @@ class Manager {
     // sandbox itself): no thread, no events of those kinds; a dead init
     // still makes Exec return kUnavailable.
     bool watch_crashes = true;
+    // The host ids of sandboxes' user namespaces (root manager): slot s of
+    // userns_slots is [userns_base + s * userns_width, + userns_width), one
+    // live sandbox a slot, also across managers (uid_ranges.h). Open refuses
+    // a range below 65536, past the largest id, or overlapping /etc/subuid
+    // or /etc/subgid. The default is [2^30, 2^31).
+    uint32_t userns_base = uint32_t{1} << 30;
+    uint32_t userns_width = 65536;
+    uint32_t userns_slots = 16384;
   };
 
   // Raises the process's soft descriptor limit to its hard limit (a live
-  // sandbox holds three: its init's pidfd and control socket, the OOM
-  // notifier), detects the cgroup layout and reclaims leftovers. Threads: the crash
-  // watcher (Options::watch_crashes), the warm pool's (Options::warm_pool)
-  // and the netns pool's (Options::netns_pool) start here; the TTL thread
-  // starts with the first sandbox that has a TTL. Without root, falls
-  // back to user namespaces without resource limits (logged once per
-  // process; cgroup_layout() is then "none"; Options::allow_unenforced_limits). Returns kFailedPrecondition
-  // when the kernel lacks what sandboxes need.
+  // sandbox holds four: its init's pidfd and control socket, the OOM
+  // notifier and its id range's lock), detects the cgroup layout, loads the
+  // device program and reclaims leftovers. Threads: the crash watcher
+  // (Options::watch_crashes), the warm pool's (Options::warm_pool) and the
+  // netns pool's (Options::netns_pool) start here; the TTL thread starts
+  // with the first sandbox that has a TTL. Without root, falls back to user
+  // namespaces of the manager's own uid, without resource limits (logged
+  // once per process; cgroup_layout() is then "none";
+  // Options::allow_unenforced_limits). Returns kFailedPrecondition when the
+  // kernel lacks what sandboxes need, kInvalidArgument or
+  // kFailedPrecondition for bad userns_* options.
   static Result<std::unique_ptr<Manager>> Open(const Options& options);
   static Result<std::unique_ptr<Manager>> Open() { return Open(Options()); }
 
@@ -128,7 +146,8 @@ class Manager {
   // Creates and starts a sandbox; returns its id. With a non-empty
   // client_key, a second Create with the same key returns the first
   // sandbox's id while it exists. Returns kInvalidArgument for a bad spec,
-  // otherwise the failing step (nothing is left behind on failure).
+  // kResourceExhausted when every uid range is held, otherwise the failing
+  // step (nothing is left behind on failure).
   Result<std::string> Create(const SandboxSpec& spec, const std::string& client_key = "");
 
   // Runs a command and waits for it. A command that cannot be started is a

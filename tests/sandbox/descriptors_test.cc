@@ -37,9 +37,10 @@ TEST(ManagerDescriptorsTest, OpenRaisesTheSoftLimitToTheHardLimit) {
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
-// An idle sandbox holds its init's pidfd and control socket and, with the
-// crash watcher, its OOM notifier: nothing the launch alone needed.
-TEST(ManagerDescriptorsTest, AnIdleSandboxHoldsThreeDescriptors) {
+// An idle sandbox holds its init's pidfd and control socket, its id
+// range's lock (a root manager) and, with the crash watcher, its OOM
+// notifier: nothing the launch alone needed.
+TEST(ManagerDescriptorsTest, AnIdleSandboxHoldsFourDescriptors) {
   if (::geteuid() != 0) GTEST_SKIP() << "sandbox tests need root";
   Manager::Options options;
   options.netns_pool = 0;  // its namespaces would be counted as they fill
@@ -58,7 +59,7 @@ TEST(ManagerDescriptorsTest, AnIdleSandboxHoldsThreeDescriptors) {
     ASSERT_TRUE(id.ok()) << id.status().ToString();
     ids.push_back(*id);
   }
-  EXPECT_EQ(OpenDescriptors() - before, 3 * kSandboxes);
+  EXPECT_EQ(OpenDescriptors() - before, 4 * kSandboxes);
   for (const auto& id : ids) EXPECT_TRUE((*manager)->Destroy(id).ok());
   EXPECT_EQ(OpenDescriptors(), before);
 }

@@ -6,6 +6,7 @@
 #include "sandbox/file_access.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -182,10 +183,40 @@ TEST_F(FileAccessTest, WrittenFilesBelongToTheSandboxsUser) {
   ASSERT_TRUE(manager_->PutFile(id, "/tmp/owned", "one\n", 0600).ok());
   EXPECT_EQ(Sh(id, "stat -c '%u:%g %a' /tmp/owned; echo two >> /tmp/owned; cat /tmp/owned").stdout_data,
             "0:0 600\none\ntwo\n");
+  // On the host: the sandbox's root, the base of its range, not the host's.
+  auto info = manager_->Info(id);
+  ASSERT_TRUE(info.ok());
+  ASSERT_NE(info->host_uid, 0u);
   struct stat st {};
   ASSERT_EQ(::stat(HostPath(id, "/tmp/owned").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, ::geteuid());
-  EXPECT_EQ(st.st_gid, ::getegid());
+  EXPECT_EQ(st.st_uid, info->host_uid);
+  EXPECT_EQ(st.st_gid, info->host_uid);
+}
+
+// The manager's supplementary groups do not come along: a host file only
+// its group may read stays unreadable, as it is to the sandbox itself.
+TEST_F(FileAccessTest, TheManagersGroupsStayOutside) {
+  char dir[] = "/tmp/flashroll-files-groups-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  ASSERT_EQ(::chmod(dir, 0755), 0);
+  const std::string file = std::string(dir) + "/group-only";
+  std::ofstream(file) << "for group 42\n";
+  ASSERT_EQ(::chown(file.c_str(), 0, 42), 0);
+  ASSERT_EQ(::chmod(file.c_str(), 0040), 0);
+  SandboxSpec spec;
+  spec.rw_paths = {dir};
+  const std::string id = CreateOrDie(spec);
+  EXPECT_NE(Sh(id, "cat " + file).exit_code, 0);
+  std::vector<gid_t> saved(static_cast<size_t>(::getgroups(0, nullptr)));
+  ASSERT_EQ(::getgroups(static_cast<int>(saved.size()), saved.data()), static_cast<int>(saved.size()));
+  const gid_t group = 42;
+  ASSERT_EQ(::setgroups(1, &group), 0);
+  auto read = manager_->GetFile(id, file);
+  ASSERT_EQ(::setgroups(saved.size(), saved.data()), 0);
+  EXPECT_EQ(read.status().code(), Code::kPermissionDenied) << (read.ok() ? *read : read.status().ToString());
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ::unlink(file.c_str());
+  ::rmdir(dir);
 }
 
 TEST_F(FileAccessTest, PathsResolveInsideTheSandboxsRoot) {
@@ -284,7 +315,7 @@ TEST_F(FileAccessTest, AnInitThatHasExitedIsUnavailable) {
   ASSERT_GT(child, 0);
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, child, 0)));
   ASSERT_TRUE(pidfd.valid());
-  auto target = OpenFileTarget(child, pidfd.get(), /*user_namespace=*/false);
+  auto target = OpenFileTarget(child, pidfd.get(), UsernsMode::kNone);
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
@@ -302,7 +333,8 @@ UniqueFd MountUnansweredFuse(pid_t init_pid, const std::string& path) {
   UniqueFd ns(::open((proc + "/ns/mnt").c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!dev.valid() || !ns.valid() || !root.valid()) return UniqueFd();
-  const std::string options = "fd=" + std::to_string(dev.get()) + ",rootmode=40000,user_id=0,group_id=0";
+  // allow_other: the sandbox's root, who reads it, is not the host's.
+  const std::string options = "fd=" + std::to_string(dev.get()) + ",rootmode=40000,user_id=0,group_id=0,allow_other";
   // setns into a mount namespace needs a single-threaded process.
   const pid_t child = ::fork();
   if (child == 0) {

@@ -223,6 +223,9 @@ TEST_F(OciImageSandboxTest, SandboxRunsInTheUnpackedImage) {
   EXPECT_EQ(r.stdout_data, "hello from layer 1\nupper\nnew\n");
   EXPECT_NE(r.stderr_data.find("to-delete"), std::string::npos) << r.stderr_data;
   EXPECT_NE(r.exit_code, 0);
+  // The unpacked tree is root's on the host, and root's inside (idmapped).
+  EXPECT_EQ(Run(id, {"/bin/busybox", "stat", "-c", "%u:%g", "/", "/bin/busybox", "/etc/greeting"}).stdout_data,
+            "0:0\n0:0\n0:0\n");
   EXPECT_TRUE(manager_->Destroy(id).ok());
 
   // The CLI takes the same directory.

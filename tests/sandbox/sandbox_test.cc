@@ -281,6 +281,9 @@ TEST_F(SandboxTest, OnlyLoopbackInTheNetworkNamespace) {
 TEST_F(SandboxTest, ReadWriteBindSharesAHostDirectory) {
   char dir[] = "/tmp/flashroll-rw-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
+  // The sandbox's root is its range's uid on the host: the directory must
+  // let it write.
+  ASSERT_EQ(chmod(dir, 0777), 0);
   SandboxSpec spec;
   spec.rw_paths = {dir};
   const std::string id = CreateOrDie(spec);
@@ -317,6 +320,13 @@ TEST(SandboxWarmPoolTest, PreStartedSandboxesGetTheirLimitsAndLeaveNothing) {
   spec.env = {"PATH=/bin", "WHO=pool"};
   auto id = (*manager)->Create(spec);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
+  // A pooled sandbox has a user namespace and a range of its own too.
+  auto info = (*manager)->Info(*id);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_GE(info->host_uid, 65536u);
+  EXPECT_NE(ReadHostFile("/proc/" + std::to_string(info->init_pid) + "/status")
+                .find("Uid:\t" + std::to_string(info->host_uid) + "\t"),
+            std::string::npos);
   const std::string memory = ReadHostFile("/sys/fs/cgroup/memory/flashroll/" + *id + "/memory.limit_in_bytes");
   if (!memory.empty()) {
     EXPECT_EQ(memory, std::to_string(48 << 20) + "\n");

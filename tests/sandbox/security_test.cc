@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <grp.h>
 
 #include "sandbox/image.h"
 #include "tests/sandbox/sandbox_fixture.h"
@@ -86,6 +87,7 @@ TEST_F(SandboxSecurityTest, SetUidFilesAndDeviceNodesInAReadWriteBindGiveNothing
   char dir[] = "/tmp/flashroll-rw-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string rw = dir;
+  ASSERT_EQ(chmod(rw.c_str(), 0777), 0);  // writable by the sandbox's range
   // A copy of id, set-uid to nobody, and a device node, made on the host.
   std::filesystem::copy_file("/usr/bin/id", rw + "/suid-id");
   ASSERT_EQ(chown((rw + "/suid-id").c_str(), 65534, 65534), 0);
@@ -101,6 +103,119 @@ TEST_F(SandboxSecurityTest, SetUidFilesAndDeviceNodesInAReadWriteBindGiveNothing
   EXPECT_EQ(Sh(id, "echo y > " + rw + "/made && echo x > /dev/null && cat " + rw + "/made").stdout_data, "y\n");
   ASSERT_TRUE(manager_->Destroy(id).ok());
   std::filesystem::remove_all(rw);
+}
+
+// Runs `path` with `arg` on the host as nobody; returns its stdout.
+std::string RunAsNobody(const std::string& path, const char* arg) {
+  int out[2];
+  if (pipe(out) != 0) return "pipe failed";
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(out[1], 1);
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(126);
+    execl(path.c_str(), path.c_str(), arg, nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buf[256];
+  for (ssize_t n; (n = read(out[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return text;
+}
+
+// The attack: root inside copies a binary into a shared directory and makes
+// it set-uid; a user on the host runs it. It must not be root there.
+TEST_F(SandboxSecurityTest, ASetUidFilePlantedThroughAReadWriteBindIsNotRootOnTheHost) {
+  char dir[] = "/tmp/flashroll-plant-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string rw = dir;
+  ASSERT_EQ(chmod(rw.c_str(), 0777), 0);
+  SandboxSpec spec;
+  spec.rw_paths = {rw};
+  const std::string id = CreateOrDie(spec);
+  ExecResult r = Sh(id, "cp /usr/bin/id " + rw + "/id && chmod 4755 " + rw + "/id && stat -c '%u %a' " + rw + "/id");
+  ASSERT_EQ(r.stdout_data, "0 4755\n") << r.stderr_data;
+  const std::string host_uid = std::to_string(manager_->Info(id)->host_uid);
+  struct stat st {};
+  ASSERT_EQ(stat((rw + "/id").c_str(), &st), 0);
+  EXPECT_EQ(std::to_string(st.st_uid), host_uid);
+  EXPECT_NE(st.st_mode & S_ISUID, 0u);
+  // The bit works on the host's mount, for the range's uid only.
+  const std::string euid = RunAsNobody(rw + "/id", "-u");
+  EXPECT_NE(euid, "0\n");
+  EXPECT_EQ(euid, host_uid + "\n");
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  std::filesystem::remove_all(rw);
+}
+
+TEST_F(SandboxSecurityTest, RootOnlyProcFilesAreNotReadable) {
+  const std::string id = CreateOrDie();
+  ExecResult r = Run(id, {"python3", "-c", R"PY(
+import errno
+for name in ['kpageflags', 'kpagecount', 'kpagecgroup', 'slabinfo', 'vmallocinfo']:
+    try:
+        open('/proc/' + name, 'rb').read(8)
+        print(name, 'read')
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+)PY"});
+  EXPECT_EQ(r.stdout_data, "kpageflags EACCES\nkpagecount EACCES\nkpagecgroup EACCES\nslabinfo EACCES\n"
+                           "vmallocinfo EACCES\n") << r.stderr_data;
+}
+
+// Opens each path with the given flags and prints "path ok" or "path ERRNO".
+constexpr char kOpenProbe[] = R"PY(
+import errno, os, sys
+for arg in sys.argv[1:]:
+    path, how = arg.rsplit(':', 1)
+    try:
+        os.close(os.open(path, {'r': os.O_RDONLY, 'w': os.O_WRONLY, 'rw': os.O_RDWR}[how]))
+        print(path, 'ok')
+    except OSError as e:
+        print(path, errno.errorcode[e.errno])
+)PY";
+
+// Device nodes the host makes reach the sandbox through --rw; none of them
+// may be opened, while the sandbox's own devices work.
+TEST_F(SandboxSecurityTest, OnlyTheSandboxsOwnDevicesOpen) {
+  char dir[] = "/tmp/flashroll-dev-XXXXXX";
+  char other[] = "/tmp/flashroll-dev-bound-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_NE(mkdtemp(other), nullptr);
+  const std::string rw = dir;
+  const std::string bound = std::string(other) + "/kmsg";
+  ASSERT_EQ(chmod(rw.c_str(), 0777), 0);
+  struct stat root {};
+  ASSERT_EQ(stat("/", &root), 0);
+  // /dev/kmsg's numbers (opening it write-only needs no privilege) and the
+  // host's root disk, world-readable, in the directory; and the former
+  // bound in as a path of its own (a bound device node is not nodev).
+  ASSERT_EQ(mknod((rw + "/kmsg").c_str(), S_IFCHR, makedev(1, 11)), 0);
+  ASSERT_EQ(mknod(bound.c_str(), S_IFCHR, makedev(1, 11)), 0);
+  ASSERT_EQ(mknod((rw + "/disk").c_str(), S_IFBLK, root.st_dev), 0);
+  for (const std::string& node : {rw + "/kmsg", bound, rw + "/disk"}) ASSERT_EQ(chmod(node.c_str(), 0666), 0);
+  SandboxSpec spec;
+  spec.rw_paths = {rw, bound};
+  const std::string id = CreateOrDie(spec);
+  ExecResult r = Run(id, {"python3", "-c", kOpenProbe, bound + ":w", rw + "/kmsg:w", rw + "/disk:r",
+                          "/dev/null:rw", "/dev/zero:rw", "/dev/full:rw", "/dev/random:rw", "/dev/urandom:rw",
+                          "/dev/ptmx:rw", "/dev/tty:rw"});
+  // EPERM: the device program. EACCES: the --rw directory is nodev too.
+  // ENXIO: /dev/tty opens, and finds no controlling terminal.
+  EXPECT_EQ(r.stdout_data, bound + " EPERM\n" + rw + "/kmsg EACCES\n" + rw +
+                               "/disk EACCES\n/dev/null ok\n/dev/zero ok\n/dev/full ok\n/dev/random ok\n"
+                               "/dev/urandom ok\n/dev/ptmx ok\n/dev/tty ENXIO\n")
+      << r.stderr_data;
+  // A pseudo-terminal pair works end to end.
+  ExecResult pty = Run(id, {"python3", "-c",
+                            "import os, pty\nm, s = pty.openpty()\nos.write(s, b'x')\nprint(os.read(m, 1))"});
+  EXPECT_EQ(pty.stdout_data, "b'x'\n") << pty.stderr_data;
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+  std::filesystem::remove_all(rw);
+  std::filesystem::remove_all(other);
 }
 
 TEST_F(SandboxSecurityTest, DirectoryImageStaysUntouched) {
