@@ -132,6 +132,9 @@ TEST_F(ApiPolicyTest, WithoutAWorkspaceRootNoHostPathIsBound) {
 }
 
 TEST_F(ApiPolicyTest, AWorkspaceBindAndTheDefaultLimitsApply) {
+  // The sandbox's root is its range's uid on the host (userns.h): the
+  // workspace must let it write.
+  fs::permissions(dir_ + "/ws/job1", fs::perms::all);
   StartServer();
   const std::string id = Create(Json{{"rw_paths", {dir_ + "/ws/job1/../job1"}}}.dump());
   ASSERT_FALSE(id.empty());
