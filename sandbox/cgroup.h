@@ -32,6 +32,12 @@ struct CgroupLimits {
   int64_t pids = 0;           // 0: none
   double cpus = 0;            // 0: none
   std::string cpuset;         // empty: the manager's CPUs
+  // Where limits live in hierarchies of their own (cgroup v1), a sandbox
+  // joins only those of the limits it has (memory always: its OOM count):
+  // each join is a migration that waits on the kernel's cgroup lock, about
+  // 2 ms on a busy VM. Set for a sandbox whose limits come later (the warm
+  // pool's): it joins every hierarchy.
+  bool every_hierarchy = false;
 };
 
 class Cgroup {
@@ -40,12 +46,16 @@ class Cgroup {
 
   const std::string& name() const { return name_; }
 
-  // The v2 directory, for clone3(CLONE_INTO_CGROUP). Owned by this object.
+  // The v2 directory, for clone3(CLONE_INTO_CGROUP) and BPF attachment
+  // before the launch. Owned by this object; -1 once AttachParentSide ran.
   virtual int clone_into_fd() const = 0;
 
   // Parent side of the launch: moves `pid` into the hierarchies that
-  // CLONE_INTO_CGROUP does not reach (the v1 ones). Returns kIoError naming
-  // the file on failure.
+  // CLONE_INTO_CGROUP does not reach (the v1 ones). A sandbox has one init,
+  // so this is the launch's last step: it closes the descriptors the launch
+  // needed (the v2 directory, the v1 cgroup.procs files), which an idle
+  // sandbox would otherwise hold. Returns kIoError naming the file on
+  // failure.
   virtual Status AttachParentSide(pid_t pid) = 0;
 
   // Sets the limits given in `limits`; fields at 0 or empty are left as they

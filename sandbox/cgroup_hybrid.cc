@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "sandbox/cgroup_backends.h"
 #include "sandbox/cgroup_fs.h"
@@ -19,6 +20,7 @@ namespace flashroll::sandbox {
 namespace {
 
 constexpr std::array<const char*, 4> kControllers = {"memory", "pids", "cpu", "cpuset"};
+constexpr size_t kMemory = 0, kPids = 1, kCpu = 2, kCpuset = 3;
 
 class HybridCgroup : public Cgroup {
  public:
@@ -34,23 +36,31 @@ class HybridCgroup : public Cgroup {
     }
   }
 
-  // Creates the directories, applies the limits and opens what the launch needs.
+  // Creates the directories, applies the limits and opens what the launch
+  // needs. Of the v1 hierarchies, memory always, the others where `limits`
+  // sets their limit or asks for every hierarchy.
   Status Init(const CgroupLimits& limits, const std::string& default_cpus, const std::string& default_mems) {
+    joined_ = {true, limits.every_hierarchy || limits.pids != 0, limits.every_hierarchy || limits.cpus > 0,
+               limits.every_hierarchy || !limits.cpuset.empty()};
     FR_RETURN_IF_ERROR(cgroupfs::MakeDir(v2_dir_));
     FR_ASSIGN_OR_RETURN(v2_fd_, cgroupfs::OpenDir(v2_dir_));
     for (size_t i = 0; i < kControllers.size(); ++i) {
+      if (!joined_[i]) continue;
       FR_RETURN_IF_ERROR(cgroupfs::MakeDir(v1_dirs_[i]));
-      created_v1_ = i + 1;
+      created_v1_[i] = true;
     }
     // A new v1 cpuset starts with no CPUs and no memory nodes: set both.
-    FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[3], "cpuset.cpus", default_cpus));
-    FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[3], "cpuset.mems", default_mems));
+    if (joined_[kCpuset]) {
+      FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[kCpuset], "cpuset.cpus", default_cpus));
+      FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[kCpuset], "cpuset.mems", default_mems));
+    }
     FR_RETURN_IF_ERROR(ApplyLimits(limits));
-    for (const auto& dir : v1_dirs_) {
-      const std::string path = dir + "/cgroup.procs";
+    for (size_t i = 0; i < kControllers.size(); ++i) {
+      if (!joined_[i]) continue;
+      const std::string path = v1_dirs_[i] + "/cgroup.procs";
       UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
       if (!fd.valid()) return Status::FromErrno(errno, "open " + path);
-      procs_fds_.push_back(std::move(fd));
+      procs_fds_.emplace_back(std::move(fd), path);
     }
     return Status::Ok();
   }
@@ -58,7 +68,15 @@ class HybridCgroup : public Cgroup {
   int clone_into_fd() const override { return v2_fd_.get(); }
 
   Status ApplyLimits(const CgroupLimits& limits) override {
-    const std::string& memory = v1_dirs_[0];
+    const std::pair<size_t, bool> wanted[] = {{kPids, limits.pids != 0}, {kCpu, limits.cpus > 0},
+                                              {kCpuset, !limits.cpuset.empty()}};
+    for (const auto& [index, set] : wanted) {
+      if (set && !joined_[index]) {
+        return Status::FailedPrecondition(std::string("cgroup: a ") + kControllers[index] +
+                                          " limit for a sandbox started without that hierarchy");
+      }
+    }
+    const std::string& memory = v1_dirs_[kMemory];
     if (limits.memory_bytes != 0) {
       const std::string bytes = std::to_string(limits.memory_bytes);
       FR_RETURN_IF_ERROR(cgroupfs::Write(memory, "memory.limit_in_bytes", bytes));
@@ -67,22 +85,22 @@ class HybridCgroup : public Cgroup {
         FR_RETURN_IF_ERROR(cgroupfs::Write(memory, "memory.memsw.limit_in_bytes", bytes));
       }
     }
-    if (limits.pids != 0) FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[1], "pids.max", std::to_string(limits.pids)));
+    if (limits.pids != 0) FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[kPids], "pids.max", std::to_string(limits.pids)));
     if (limits.cpus > 0) {
       constexpr int64_t kPeriodUs = 100000;
       const auto quota = std::max<int64_t>(1000, std::llround(limits.cpus * kPeriodUs));
-      FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[2], "cpu.cfs_period_us", std::to_string(kPeriodUs)));
-      FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[2], "cpu.cfs_quota_us", std::to_string(quota)));
+      FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[kCpu], "cpu.cfs_period_us", std::to_string(kPeriodUs)));
+      FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[kCpu], "cpu.cfs_quota_us", std::to_string(quota)));
     }
-    if (!limits.cpuset.empty()) FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[3], "cpuset.cpus", limits.cpuset));
+    if (!limits.cpuset.empty()) FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[kCpuset], "cpuset.cpus", limits.cpuset));
     return Status::Ok();
   }
 
   Status AttachParentSide(pid_t pid) override {
     const std::string value = std::to_string(pid);
-    for (size_t i = 0; i < procs_fds_.size(); ++i) {
-      FR_RETURN_IF_ERROR(cgroupfs::WriteFd(procs_fds_[i].get(), value, v1_dirs_[i] + "/cgroup.procs"));
-    }
+    for (const auto& [fd, path] : procs_fds_) FR_RETURN_IF_ERROR(cgroupfs::WriteFd(fd.get(), value, path));
+    procs_fds_.clear();
+    v2_fd_.reset();
     return Status::Ok();
   }
 
@@ -91,7 +109,7 @@ class HybridCgroup : public Cgroup {
   Status SetFrozen(bool frozen) override { return cgroupfs::V2SetFrozen(v2_dir_, frozen); }
 
   Result<uint64_t> OomKillCount() override {
-    return cgroupfs::ReadKey(v1_dirs_[0], "memory.oom_control", "oom_kill");
+    return cgroupfs::ReadKey(v1_dirs_[kMemory], "memory.oom_control", "oom_kill");
   }
 
   Result<OomNotifier> OpenOomNotifier() override {
@@ -99,11 +117,11 @@ class HybridCgroup : public Cgroup {
     // the eventfd; the kernel keeps its own references to both files.
     OomNotifier notifier;
     notifier.fd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!notifier.fd.valid()) return Status::FromErrno(errno, "eventfd for " + v1_dirs_[0]);
-    const std::string control = v1_dirs_[0] + "/memory.oom_control";
+    if (!notifier.fd.valid()) return Status::FromErrno(errno, "eventfd for " + v1_dirs_[kMemory]);
+    const std::string control = v1_dirs_[kMemory] + "/memory.oom_control";
     UniqueFd oom(::open(control.c_str(), O_RDONLY | O_CLOEXEC));
     if (!oom.valid()) return Status::FromErrno(errno, "open " + control);
-    FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[0], "cgroup.event_control",
+    FR_RETURN_IF_ERROR(cgroupfs::Write(v1_dirs_[kMemory], "cgroup.event_control",
                                        std::to_string(notifier.fd.get()) + " " + std::to_string(oom.get())));
     notifier.events = EPOLLIN;
     return notifier;
@@ -116,7 +134,9 @@ class HybridCgroup : public Cgroup {
     auto keep = [&first](Status s) {
       if (first.ok() && !s.ok()) first = std::move(s);
     };
-    for (size_t i = 0; i < created_v1_; ++i) keep(cgroupfs::RemoveDir(v1_dirs_[i]));
+    for (size_t i = 0; i < kControllers.size(); ++i) {
+      if (created_v1_[i]) keep(cgroupfs::RemoveDir(v1_dirs_[i]));
+    }
     keep(cgroupfs::RemoveDir(v2_dir_));
     removed_ = first.ok();
     return first;
@@ -125,9 +145,10 @@ class HybridCgroup : public Cgroup {
  private:
   std::string v2_dir_;
   std::vector<std::string> v1_dirs_;  // in kControllers order
-  size_t created_v1_ = 0;
+  std::array<bool, 4> joined_ {};      // the v1 hierarchies this sandbox is in
+  std::array<bool, 4> created_v1_ {};
   UniqueFd v2_fd_;
-  std::vector<UniqueFd> procs_fds_;
+  std::vector<std::pair<UniqueFd, std::string>> procs_fds_;  // until AttachParentSide
   bool removed_ = false;
 };
 

@@ -53,7 +53,10 @@ class UnifiedCgroup : public Cgroup {
   }
 
   int clone_into_fd() const override { return fd_.get(); }
-  Status AttachParentSide(pid_t) override { return Status::Ok(); }  // CLONE_INTO_CGROUP did it all
+  Status AttachParentSide(pid_t) override {  // CLONE_INTO_CGROUP did it all
+    fd_.reset();
+    return Status::Ok();
+  }
   Status Kill() override { return cgroupfs::V2Kill(dir_); }
   Status SetFrozen(bool frozen) override { return cgroupfs::V2SetFrozen(dir_, frozen); }
   Result<uint64_t> OomKillCount() override { return cgroupfs::ReadKey(dir_, "memory.events", "oom_kill"); }

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -35,6 +36,7 @@
 #include "sandbox/api/server.h"
 #include "sandbox/image_store.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/seccomp.h"
 #include "sandbox/unique_fd.h"
 
 namespace flashroll {
@@ -42,6 +44,15 @@ namespace flashroll {
 namespace {
 
 using sandbox::SandboxSpec;
+
+// A manager for one sandbox that the caller destroys itself: no netns pool
+// (its thread would make eight namespaces for nobody), no crash watcher.
+sandbox::Manager::Options OneShotManagerOptions() {
+  sandbox::Manager::Options options;
+  options.netns_pool = 0;
+  options.watch_crashes = false;
+  return options;
+}
 
 int RunCommand(const std::vector<std::string>& args) {
   std::string image = "host", net = "none", memory, timeout, cpuset, seccomp = "default";
@@ -112,7 +123,8 @@ int RunCommand(const std::vector<std::string>& args) {
   sandbox::UniqueFd stop_fd(::signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!stop_fd.valid()) return ReportFailure(Status::FromErrno(errno, "sandbox run: signalfd"));
 
-  sandbox::Manager::Options manager_options;
+  // One sandbox, destroyed here: no pools to fill, no events to read.
+  sandbox::Manager::Options manager_options = OneShotManagerOptions();
   manager_options.allow_unenforced_limits = unenforced;
   auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("sandbox run"));
@@ -268,6 +280,38 @@ int RunImageImport(const std::vector<std::string>& args) {
   return 0;
 }
 
+// Writes the default seccomp filter for another runtime to use: the
+// compiled BPF program (bwrap --seccomp FD reads this) or the OCI
+// linux.seccomp rules (crun, runc).
+int RunSeccompExport(const std::vector<std::string>& args) {
+  std::string format = "bpf";
+  std::vector<std::string> file;
+  FlagParser flags("flashroll sandbox seccomp-export [--format bpf|oci] FILE",
+                   "Writes the default seccomp filter of every sandbox to FILE: as the compiled BPF program "
+                   "(struct sock_filter array, native byte order; what `bwrap --seccomp FD` reads) or as an OCI "
+                   "runtime-spec linux.seccomp object (what crun and runc take in config.json).");
+  flags.String("--format", &format, "bpf (default) or oci");
+  flags.Positional("FILE", &file, "where to write it");
+  if (auto exit = flags.ParseOrExit(args)) return *exit;
+  if (file.size() != 1) return ReportFailure(Status::InvalidArgument("sandbox seccomp-export: expected one FILE"));
+  std::string bytes;
+  if (format == "bpf") {
+    auto program = sandbox::DefaultSeccompProgram();
+    if (!program.ok()) return ReportFailure(program.status().Wrap("sandbox seccomp-export"));
+    const auto& instructions = (*program)->instructions;
+    bytes.assign(reinterpret_cast<const char*>(instructions.data()), instructions.size() * sizeof(sock_filter));
+  } else if (format == "oci") {
+    bytes = sandbox::DefaultSeccompOciJson();
+  } else {
+    return ReportFailure(Status::InvalidArgument("--format: expected bpf or oci, got \"" + format + "\""));
+  }
+  std::ofstream out(file[0], std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) return ReportFailure(Status::FromErrno(errno, "sandbox seccomp-export: write " + file[0]));
+  return 0;
+}
+
 double Percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
@@ -363,6 +407,8 @@ int RunBench(const std::vector<std::string>& args) {
 
 void RegisterSandboxCommands(Registry& registry) {
   registry.AddCommand({"sandbox run", "run a command in a fresh isolated sandbox", RunCommand});
+  registry.AddCommand({"sandbox seccomp-export", "write the default seccomp filter as BPF or OCI JSON",
+                       RunSeccompExport});
   registry.AddCommand({"sandboxd", "serve the sandbox node agent's HTTP API", RunDaemon});
   registry.AddCommand({"image import", "add an OCI layout or directory to a node's image store", RunImageImport});
   registry.AddConfigKind("sandboxd", [](const ConfigFile& file) {

@@ -17,6 +17,7 @@
 // Thread safety: safe to run concurrently with other managers.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,7 +43,14 @@ struct Reclaimed {
 
 // Reclaims every leftover of managers that are gone. Returns what it did,
 // or the failure that kept it from looking (listing the cgroups, pins,
-// veths or profiles).
+// veths or profiles). Each manager's liveness is looked up once, however
+// many sandboxes it has (a one-shot `sandbox run` beside a node with
+// thousands of live sandboxes otherwise read /proc once per sandbox).
 Result<Reclaimed> ReclaimLeftovers(CgroupBackend& backend);
+
+// The same with the liveness check given (naming.h's OwnerAlive above), for
+// tests that count its calls.
+Result<Reclaimed> TEST_ReclaimLeftovers(CgroupBackend& backend,
+                                        const std::function<bool(const std::string&)>& owner_alive);
 
 }  // namespace flashroll::sandbox

@@ -1,6 +1,7 @@
 #include "sandbox/sandbox.h"
 
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -138,7 +139,7 @@ struct Manager::Impl {
   std::chrono::milliseconds file_timeout{0};  // constant after Open
   std::chrono::milliseconds teardown_timeout{0};  // constant after Open
   EventLog events;
-  std::unique_ptr<CrashWatcher> watcher;  // set in Open
+  std::unique_ptr<CrashWatcher> watcher;  // set in Open; null when Options::watch_crashes is off
   // Teardowns that failed, or that the TTL thread and the crash watcher
   // hand off rather than run themselves; reset in ~Manager before `events`.
   std::unique_ptr<Reaper> reaper;  // set in Open
@@ -149,14 +150,16 @@ struct Manager::Impl {
   std::map<std::string, std::string> by_client_key;           // guarded by mu
   std::set<std::string> expiring;  // handed to the reaper by the TTL thread; guarded by mu
   bool stopping = false;                                       // guarded by mu
-  std::thread ttl_thread;
+  std::thread ttl_thread;  // started under mu by the first Create with a TTL
   // Pre-started sandboxes per image, not yet handed out (see Options::warm_pool).
   std::map<ImageKind, std::deque<std::shared_ptr<Sandbox>>> pool;  // guarded by mu
   std::condition_variable pool_cv;
   std::thread pool_thread;
 
   // The cold path: plan, cgroups, init. Nothing is left behind on failure.
-  Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec) {
+  // `for_pool`: its limits come when it is handed out, so its cgroups
+  // have every hierarchy.
+  Result<std::shared_ptr<Sandbox>> Launch(const SandboxSpec& spec, bool for_pool = false) {
     FR_ASSIGN_OR_RETURN(ContainPlan plan,
                         PrepareContainParentSide(spec, user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
     auto sb = std::make_shared<Sandbox>();
@@ -171,7 +174,9 @@ struct Manager::Impl {
       UseUserNamespace(userns, &plan);
     }
     // On any failure below, the Cgroup's destructor kills and removes it.
-    FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, LimitsOf(spec)));
+    CgroupLimits limits = LimitsOf(spec);
+    limits.every_hierarchy = for_pool;
+    FR_ASSIGN_OR_RETURN(sb->cgroup, cgroups->Create(sb->id, limits));
     // Before the first process enters the cgroup, like the network policy.
     if (device_policy != nullptr) FR_RETURN_IF_ERROR(device_policy->Attach(sb->cgroup->clone_into_fd(), sb->id));
     if (spec.net != NetMode::kPolicy) {
@@ -238,7 +243,7 @@ struct Manager::Impl {
         lock.unlock();
         SandboxSpec spec;
         spec.image = kind;
-        auto sb = Launch(spec);
+        auto sb = Launch(spec, /*for_pool=*/true);
         lock.lock();
         if (!sb.ok()) {
           log::Warn("sandbox pool launch failed", {{"error", sb.status().ToString()}});
@@ -276,7 +281,7 @@ struct Manager::Impl {
     if (sb.state == State::kDestroyed) return false;
     sb.state = State::kDestroyed;
     // Before the kill, so that the init's death is not taken for a crash.
-    watcher->Unwatch(sb.id);
+    if (watcher != nullptr) watcher->Unwatch(sb.id);
     return true;
   }
 
@@ -442,7 +447,25 @@ Manager::~Manager() {
   impl_->reaper.reset();
 }
 
+namespace {
+
+// Each live sandbox holds four descriptors (its init's pidfd and control
+// socket, the OOM notifier, its id range's lock): the usual soft limit of
+// 1,024 would stop a manager near 250 sandboxes while the hard limit allows
+// far more.
+Status RaiseDescriptorLimit() {
+  rlimit limit {};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return Status::FromErrno(errno, "getrlimit(RLIMIT_NOFILE)");
+  if (limit.rlim_cur == limit.rlim_max) return Status::Ok();
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return Status::FromErrno(errno, "setrlimit(RLIMIT_NOFILE, hard)");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
+  FR_RETURN_IF_ERROR(RaiseDescriptorLimit().Wrap("sandbox manager"));
   auto impl = std::make_unique<Impl>();
   if (::geteuid() != 0) {
     // Said once per process, however many managers it opens.
@@ -485,11 +508,12 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
   }
   // The watcher goes on at once to the other sandboxes; the reaper tears
   // this one down.
-  FR_ASSIGN_OR_RETURN(impl->watcher, CrashWatcher::Start(&impl->events, [raw](const std::string& id) {
-                        auto sb = raw->Find(id);
-                        if (sb.ok()) raw->DestroyInBackground(*sb, "init exited");
-                      }));
-  impl->ttl_thread = std::thread([raw] { raw->TtlLoop(); });
+  if (options.watch_crashes) {
+    FR_ASSIGN_OR_RETURN(impl->watcher, CrashWatcher::Start(&impl->events, [raw](const std::string& id) {
+                          auto sb = raw->Find(id);
+                          if (sb.ok()) raw->DestroyInBackground(*sb, "init exited");
+                        }));
+  }
   if (impl->warm_pool > 0) impl->pool_thread = std::thread([raw] { raw->PoolLoop(); });
   return std::unique_ptr<Manager>(new Manager(std::move(impl)));
 }
@@ -539,6 +563,10 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
     } else {
       if (!client_key.empty()) impl_->by_client_key[client_key] = sb->id;
       impl_->sandboxes[sb->id] = sb;
+      if (spec.ttl.count() > 0 && !impl_->ttl_thread.joinable() && !impl_->stopping) {
+        Impl* raw = impl_.get();
+        impl_->ttl_thread = std::thread([raw] { raw->TtlLoop(); });
+      }
     }
   }
   if (!winner.empty()) {
@@ -552,7 +580,7 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
   Status watched;
   {
     std::lock_guard<std::mutex> lock(sb->mu);
-    if (sb->state != State::kDestroyed) {
+    if (sb->state != State::kDestroyed && impl_->watcher != nullptr) {
       watched = impl_->watcher->Watch(sb->id, sb->init.pidfd.get(), sb->init.control.get(), sb->init.pid,
                                       sb->cgroup.get());
     }

@@ -117,6 +117,12 @@ class Manager {
     std::chrono::milliseconds teardown_timeout{2000};
     // Retry back-off, workers and shutdown drain of that reaper.
     Reaper::Options reaper;
+    // A crash watcher thread (crash_watcher.h): init_exit, oom and
+    // rootfs_damage events, and a sandbox whose PID 1 died destroyed at
+    // once. Off (a one-shot run that reads no events and destroys its one
+    // sandbox itself): no thread, no events of those kinds; a dead init
+    // still makes Exec return kUnavailable.
+    bool watch_crashes = true;
     // The host ids of sandboxes' user namespaces (root manager): slot s of
     // userns_slots is [userns_base + s * userns_width, + userns_width), one
     // live sandbox a slot, also across managers (uid_ranges.h). Open refuses
@@ -127,12 +133,18 @@ class Manager {
     uint32_t userns_slots = 16384;
   };
 
-  // Detects the cgroup layout, loads the device program and reclaims
-  // leftovers. Without root, falls back to user namespaces of the manager's
-  // own uid, without resource limits (logged once per process;
-  // cgroup_layout() is then "none"; Options::allow_unenforced_limits).
-  // Returns kFailedPrecondition when the kernel lacks what sandboxes need,
-  // kInvalidArgument or kFailedPrecondition for bad userns_* options.
+  // Raises the process's soft descriptor limit to its hard limit (a live
+  // sandbox holds four: its init's pidfd and control socket, the OOM
+  // notifier and its id range's lock), detects the cgroup layout, loads the
+  // device program and reclaims leftovers. Threads: the crash watcher
+  // (Options::watch_crashes), the warm pool's (Options::warm_pool) and the
+  // netns pool's (Options::netns_pool) start here; the TTL thread starts
+  // with the first sandbox that has a TTL. Without root, falls back to user
+  // namespaces of the manager's own uid, without resource limits (logged
+  // once per process; cgroup_layout() is then "none";
+  // Options::allow_unenforced_limits). Returns kFailedPrecondition when the
+  // kernel lacks what sandboxes need, kInvalidArgument or
+  // kFailedPrecondition for bad userns_* options.
   static Result<std::unique_ptr<Manager>> Open(const Options& options);
   static Result<std::unique_ptr<Manager>> Open() { return Open(Options()); }
 

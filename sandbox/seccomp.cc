@@ -17,6 +17,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/json.h"
 #include "sandbox/seccomp_profile.h"
 
 namespace flashroll::sandbox {
@@ -230,6 +231,50 @@ Result<SeccompProgram> CompileProfile(const SeccompProfile& profile) {
 }
 
 }  // namespace
+
+std::string DefaultSeccompOciJson() {
+  auto names = [](const auto& list) {
+    Json known = Json::array();
+    for (const char* name : list) {
+      if (seccomp_syscall_resolve_name(name) >= 0) known.push_back(name);
+    }
+    return known;
+  };
+  auto rule = [](const char* name, const char* action, Json args) {
+    Json r = {{"names", {name}}, {"action", action}, {"args", std::move(args)}};
+    if (std::string_view(action) == "SCMP_ACT_ERRNO") r["errnoRet"] = EPERM;
+    return r;
+  };
+  auto arg = [](unsigned index, const char* op, unsigned long value, unsigned long value_two = 0) {
+    return Json{{"index", index}, {"value", value}, {"valueTwo", value_two}, {"op", op}};
+  };
+  Json syscalls = Json::array();
+  syscalls.push_back({{"names", names(kAllowed)}, {"action", "SCMP_ACT_ALLOW"}});
+  syscalls.push_back({{"names", names(kDenied)}, {"action", "SCMP_ACT_ERRNO"}, {"errnoRet", EPERM}});
+  unsigned long namespaces = 0;
+  for (unsigned long flag : kNamespaceFlags) {
+    namespaces |= flag;
+    syscalls.push_back(rule("clone", "SCMP_ACT_ERRNO", {arg(0, "SCMP_CMP_MASKED_EQ", flag, flag)}));
+  }
+  syscalls.push_back(rule("clone", "SCMP_ACT_ALLOW", {arg(0, "SCMP_CMP_MASKED_EQ", namespaces, 0)}));
+  for (unsigned long family : kSocketFamilies) {
+    syscalls.push_back(rule("socket", "SCMP_ACT_ALLOW", {arg(0, "SCMP_CMP_EQ", family)}));
+  }
+  syscalls.push_back(rule("socket", "SCMP_ACT_ERRNO", {arg(0, "SCMP_CMP_EQ", AF_VSOCK)}));
+  for (unsigned long persona : kPersonalities) {
+    syscalls.push_back(rule("personality", "SCMP_ACT_ALLOW", {arg(0, "SCMP_CMP_EQ", persona)}));
+  }
+  for (unsigned long request : {static_cast<unsigned long>(TIOCSTI), static_cast<unsigned long>(TIOCLINUX)}) {
+    syscalls.push_back(rule("ioctl", "SCMP_ACT_ERRNO", {arg(1, "SCMP_CMP_MASKED_EQ", 0xffffffffUL, request)}));
+  }
+  syscalls.push_back(rule("ioctl", "SCMP_ACT_ALLOW", {arg(1, "SCMP_CMP_GE", 0)}));
+  const Json profile = {{"defaultAction", "SCMP_ACT_ERRNO"},
+                        {"defaultErrnoRet", ENOSYS},
+                        {"architectures", {seccomp_arch_native() == SCMP_ARCH_AARCH64 ? "SCMP_ARCH_AARCH64"
+                                                                                       : "SCMP_ARCH_X86_64"}},
+                        {"syscalls", std::move(syscalls)}};
+  return DumpJson(profile, 2);
+}
 
 Result<const SeccompProgram*> DefaultSeccompProgram() {
   static const Result<SeccompProgram> program = CompileDefault();

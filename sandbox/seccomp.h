@@ -58,6 +58,14 @@ Result<const SeccompProgram*> DefaultSeccompProgram();
 // stat/read error for a missing file, kInternal when libseccomp fails.
 Result<const SeccompProgram*> SeccompProgramFor(const std::string& choice);
 
+// The default filter's rules as an OCI runtime-spec `linux.seccomp` object
+// (the JSON Docker's profiles use too: defaultAction, defaultErrnoRet,
+// architectures, syscalls with names, action, errnoRet and args), for other
+// runtimes to run under the same rules (bench/sandbox_oneshot.sh). Names
+// the native architecture lacks are left out, as in the compiled filter.
+// Returns the JSON text.
+std::string DefaultSeccompOciJson();
+
 // Installs `program` on the calling thread. no_new_privs must already be set.
 ChildStatus SeccompChild(const SeccompProgram& program);
 

@@ -55,6 +55,41 @@ TEST_F(SandboxCgroupTest, CreateAppliesLimitsAndRemoveCleansUp) {
   EXPECT_TRUE(CgroupDirsWithPrefix(name).empty());
 }
 
+// A v1 hierarchy is joined only for its limit (memory always); one asked
+// for every hierarchy (the warm pool's) takes any limit later.
+TEST_F(SandboxCgroupTest, JoinsOnlyTheHierarchiesOfItsLimits) {
+  if (std::string(backend_->layout()) != "hybrid") GTEST_SKIP() << "v1 hierarchies only in the hybrid layout";
+  auto exists = [](const std::string& controller, const std::string& name) {
+    return ::access(("/sys/fs/cgroup/" + controller + "/flashroll/" + name).c_str(), F_OK) == 0;
+  };
+  const std::string name = NewSandboxName();
+  CgroupLimits limits;
+  limits.pids = 9;
+  auto cgroup = backend_->Create(name, limits);
+  ASSERT_TRUE(cgroup.ok()) << cgroup.status().ToString();
+  EXPECT_TRUE(exists("memory", name));
+  EXPECT_TRUE(exists("pids", name));
+  EXPECT_FALSE(exists("cpu", name));
+  EXPECT_FALSE(exists("cpuset", name));
+  CgroupLimits cpus;
+  cpus.cpus = 0.5;
+  EXPECT_EQ((*cgroup)->ApplyLimits(cpus).code(), Code::kFailedPrecondition);
+  ASSERT_TRUE((*cgroup)->Remove().ok());
+
+  const std::string pooled = NewSandboxName();
+  CgroupLimits every;
+  every.every_hierarchy = true;
+  auto all = backend_->Create(pooled, every);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  for (const char* controller : {"memory", "pids", "cpu", "cpuset"}) EXPECT_TRUE(exists(controller, pooled));
+  CgroupLimits later;
+  later.cpus = 0.5;
+  later.cpuset = "0";
+  EXPECT_TRUE((*all)->ApplyLimits(later).ok());
+  ASSERT_TRUE((*all)->Remove().ok());
+  EXPECT_TRUE(CgroupDirsWithPrefix(pooled).empty());
+}
+
 TEST_F(SandboxCgroupTest, DestructorRemovesAndLeftoversAreReclaimable) {
   const std::string name = NewSandboxName();
   { ASSERT_TRUE(backend_->Create(name, CgroupLimits()).ok()); }

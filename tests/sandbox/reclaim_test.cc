@@ -1,6 +1,7 @@
 // Start-up reclaim goes on past a leftover it cannot remove yet, and the
-// manager hands that one to its reaper instead of failing to open. (What
-// reclaim removes is checked end to end in leak_test.cc.)
+// manager hands that one to its reaper instead of failing to open; each
+// manager's liveness is looked up once. (What reclaim removes is checked
+// end to end in leak_test.cc.)
 #include "sandbox/reclaim.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "sandbox/bpf_pins.h"
 #include "sandbox/sandbox.h"
@@ -78,6 +83,46 @@ TEST(ReclaimTest, AManagerOpensPastAStuckLeftoverAndItsReaperFinishesIt) {
   for (int i = 0; i < 200 && access(dir.c_str(), F_OK) == 0; ++i) std::this_thread::sleep_for(milliseconds(10));
   EXPECT_NE(access(dir.c_str(), F_OK), 0) << dir << " was not reclaimed once it could be";
   EXPECT_EQ((*manager)->teardown_stats().pending, 0u);
+}
+
+class ListingBackend : public CgroupBackend {
+ public:
+  explicit ListingBackend(std::vector<std::string> names) : names_(std::move(names)) {}
+  const char* layout() const override { return "fake"; }
+  Result<std::unique_ptr<Cgroup>> Create(const std::string&, const CgroupLimits&) override {
+    return Status::Unimplemented("fake");
+  }
+  Result<std::vector<std::string>> List() override { return names_; }
+  Status RemoveLeftover(const std::string& name) override {
+    removed.push_back(name);
+    return Status::Ok();
+  }
+  std::vector<std::string> removed;
+
+ private:
+  std::vector<std::string> names_;
+};
+
+// 1,000 sandboxes of a live manager and two of a dead one: two lookups,
+// the dead one's two sandboxes removed.
+TEST(ReclaimTest, LooksUpEachManagerOnce) {
+  std::vector<std::string> names;
+  for (int i = 1; i <= 1000; ++i) names.push_back("fr-100-5000-" + std::to_string(i));
+  names.push_back("fr-200-6000-1");
+  names.push_back("fr-200-6000-2");
+  ListingBackend backend(names);
+  std::vector<std::string> asked;
+  auto removed = TEST_ReclaimLeftovers(backend, [&asked](const std::string& name) {
+    asked.push_back(name);
+    return name.rfind("fr-100-5000-", 0) == 0;
+  });
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  // Reclaim also lists the host's real BPF pins: only the fake managers count.
+  const auto fake = [](const std::string& name) { return name.rfind("fr-100-", 0) == 0 || name.rfind("fr-200-", 0) == 0; };
+  EXPECT_EQ(std::count_if(asked.begin(), asked.end(), fake), 2);
+  std::vector<std::string> fake_removed;
+  std::copy_if(backend.removed.begin(), backend.removed.end(), std::back_inserter(fake_removed), fake);
+  EXPECT_EQ(fake_removed, (std::vector<std::string>{"fr-200-6000-1", "fr-200-6000-2"}));
 }
 
 }  // namespace
