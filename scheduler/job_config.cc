@@ -22,7 +22,6 @@ Schema TrainingSchema() {
       .Optional("clip", Schema::Float(0, 10))
       .Optional("kl", Schema::Float(0, 1000))
       .Optional("negative_weight", Schema::Float(0, 1))
-      .Optional("negative_max_prob", Schema::Float(0, 1))
       .Optional("entropy_weight", Schema::Float(-10, 10))
       .Optional("grad_clip", Schema::Float(0, 1e6))
       .Optional("loss_agg", Schema::Enum({"token_mean", "dr_grpo"}))
@@ -233,7 +232,6 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     t.clip = ReadFloat(training, "clip", t.clip);
     t.kl = ReadFloat(training, "kl", t.kl);
     t.negative_weight = ReadFloat(training, "negative_weight", t.negative_weight);
-    t.negative_max_prob = ReadFloat(training, "negative_max_prob", t.negative_max_prob);
     t.entropy_weight = ReadFloat(training, "entropy_weight", t.entropy_weight);
     t.grad_clip = ReadFloat(training, "grad_clip", t.grad_clip);
     t.loss_agg = ReadString(training, "loss_agg", t.loss_agg);

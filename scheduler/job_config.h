@@ -100,9 +100,6 @@ struct JobConfig {
     double clip = 0.2;               // PPO clip epsilon
     double kl = 0.0;                 // KL-to-reference coefficient
     double negative_weight = 1.0;    // grpo: factor on negative advantages (--negative-weight)
-    // grpo: negative advantages reach only tokens sampled with probability
-    // below this (--negative-max-prob; 1: every token of a negative sample)
-    double negative_max_prob = 1.0;
     // grpo: weight of the masked tokens' entropy in the loss (--entropy-weight;
     // > 0 sharpens the policy, < 0 is an exploration bonus)
     double entropy_weight = 0.0;

@@ -37,8 +37,8 @@ std::vector<std::string> TrainerArgv(const JobConfig& config, const TrainerEndpo
   };
   argv.insert(argv.end(), flags.begin(), flags.end());
   if (t.algorithm == "grpo") {
-    argv.insert(argv.end(), {"--negative-weight", Number(t.negative_weight), "--negative-max-prob",
-                             Number(t.negative_max_prob), "--entropy-weight", Number(t.entropy_weight)});
+    argv.insert(argv.end(),
+                {"--negative-weight", Number(t.negative_weight), "--entropy-weight", Number(t.entropy_weight)});
   }
   if (t.algorithm == "distill") {
     argv.insert(argv.end(), {"--teacher-url", t.teacher_url, "--teacher-model", t.teacher_model});

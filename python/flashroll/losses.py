@@ -5,8 +5,6 @@ Losses are sums over loss-masked tokens divided by a `denominator` computed
 once for the whole step (loss_denominator), so micro-batches' losses add up
 to the step's loss.
 """
-import math
-
 import torch
 
 
@@ -37,20 +35,6 @@ def weigh_negatives(advantages, weight):
     high sampling temperature it fails more; weighing the negative side less
     (W-REINFORCE, Zhu et al. 2025) keeps the push towards what succeeded."""
     return torch.where(advantages < 0, advantages * weight, advantages)
-
-
-def blame_unlikely(advantages, behaviour_logprobs, max_prob):
-    """advantages [B, T] with each negative one kept only where the engine
-    sampled the token with probability below max_prob (behaviour_logprobs
-    [B, T], at the sampling temperature); 1 keeps them all. A failed sample
-    of a confident policy is mostly tokens a successful one would share; the
-    few it drew from the tail (a wrong digit, a derailing word at a high
-    temperature) are what failed it, and pushing down only those sharpens the
-    policy where pushing down every token spreads it out."""
-    if max_prob >= 1:
-        return advantages
-    blamed = (advantages >= 0) | (behaviour_logprobs < math.log(max_prob))
-    return torch.where(blamed, advantages, torch.zeros_like(advantages))
 
 
 def grpo_loss(logp, behaviour_logp, advantages, loss_mask, clip, denominator, ref_logp=None, kl_coef=0.0):

@@ -84,15 +84,6 @@ def test_negative_advantages_are_scaled_and_positive_ones_kept():
     assert torch.equal(losses.weigh_negatives(a, 0.0), torch.tensor([[0.5, 0.0, 0.0], [0.0, 2.0, 0.0]]))
 
 
-def test_blame_unlikely_keeps_negative_advantages_only_on_unlikely_tokens():
-    a = torch.tensor([[-1.0, -1.0, -1.0], [0.5, 0.5, 0.0]])
-    behaviour = torch.log(torch.tensor([[0.9, 0.2, 0.5], [0.01, 0.99, 0.3]]))
-    # p 0.2 < 0.5 is blamed; 0.9 and p exactly 0.5 are not; positives stay whatever their p.
-    assert torch.equal(losses.blame_unlikely(a, behaviour, 0.5), torch.tensor([[0.0, -1.0, 0.0], [0.5, 0.5, 0.0]]))
-    assert torch.equal(losses.blame_unlikely(a, behaviour, 1.0), a)
-    assert torch.equal(losses.blame_unlikely(a, behaviour, 0.95), torch.tensor([[-1.0, -1.0, -1.0], [0.5, 0.5, 0.0]]))
-
-
 def test_entropy_loss_is_the_masked_entropy_over_the_denominator_and_descends_towards_the_mode():
     logits = torch.tensor([[[0.0, 0.0], [2.0, 0.0]]], requires_grad=True)
     log_probs = torch.log_softmax(logits, -1)

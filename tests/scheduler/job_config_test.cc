@@ -147,12 +147,9 @@ TEST(JobConfigTest, TrainingNoneOrAMap) {
   EXPECT_EQ(with_token->training.steps, 3);
 }
 
-TEST(JobConfigTest, TrainingWeightsOutOfRangeNameTheirKey) {
+TEST(JobConfigTest, EntropyWeightOutOfRangeNamesItsKey) {
   const std::string head = std::string(kHead) + "store: runs/x/j.db\ntasks: {families: [arithmetic]}\n";
   const std::string tail = "trainer_api: {token_file: t}\n";
-  auto prob = Parse(head + "training:\n  steps: 2\n  negative_max_prob: 1.5\n" + tail);
-  ASSERT_FALSE(prob.ok());
-  EXPECT_NE(prob.status().message().find("training.negative_max_prob"), std::string::npos) << prob.status().message();
   auto entropy = Parse(head + "training:\n  steps: 2\n  entropy_weight: -11\n" + tail);
   ASSERT_FALSE(entropy.ok());
   EXPECT_NE(entropy.status().message().find("training.entropy_weight"), std::string::npos)
@@ -170,7 +167,7 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
   EXPECT_EQ(defaults->trainer_api.lease_timeout, std::chrono::minutes(10));
   auto all = Parse(head +
                    "training:\n  algorithm: grpo\n  steps: 5\n  learning_rate: 0.001\n  clip: 0.3\n  kl: 0.05\n  negative_weight: 0.5\n"
-                   "  negative_max_prob: 0.25\n  entropy_weight: -0.5\n"
+                   "  entropy_weight: -0.5\n"
                    "  grad_clip: 2\n  loss_agg: dr_grpo\n  command: [my-trainer, --fast]\n  checkpoint_dir: ck\n"
                    "  restarts: 0\n  eval_tasks: 16\n  eval_seed: 9\n"
                    "trainer_api: {token_file: t, lease_timeout: 2s}\n");
@@ -181,7 +178,6 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
   EXPECT_DOUBLE_EQ(t.clip, 0.3);
   EXPECT_DOUBLE_EQ(t.kl, 0.05);
   EXPECT_DOUBLE_EQ(t.negative_weight, 0.5);
-  EXPECT_DOUBLE_EQ(t.negative_max_prob, 0.25);
   EXPECT_DOUBLE_EQ(t.entropy_weight, -0.5);
   EXPECT_DOUBLE_EQ(t.grad_clip, 2);
   EXPECT_EQ(t.loss_agg, "dr_grpo");

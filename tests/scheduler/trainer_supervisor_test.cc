@@ -55,14 +55,11 @@ TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
   EXPECT_EQ(flag("--log"), "runs/t.jsonl");
   EXPECT_EQ(flag("--teacher-url"), "<missing>");
   EXPECT_EQ(flag("--negative-weight"), "1");
-  EXPECT_EQ(flag("--negative-max-prob"), "1");
   EXPECT_EQ(flag("--entropy-weight"), "0");
   config.training.negative_weight = 0.25;
-  config.training.negative_max_prob = 0.5;
   config.training.entropy_weight = 0.125;
   const std::vector<std::string> weighted = TrainerArgv(config, {"u", "l"});
   EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--negative-weight") + 1), "0.25");
-  EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--negative-max-prob") + 1), "0.5");
   EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--entropy-weight") + 1), "0.125");
 
   config.training.algorithm = "distill";

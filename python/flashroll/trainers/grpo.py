@@ -8,8 +8,7 @@
 Per token: -min(r A, clip(r, 1-EPS, 1+EPS) A), r = exp(logp - logp_engine),
 on the server's loss_mask; plus BETA * k3 KL to the initial model when BETA > 0.
 --negative-weight W scales the negative advantages (losses.weigh_negatives);
---negative-max-prob P keeps them only on tokens sampled with probability
-below P (losses.blame_unlikely); --entropy-weight E adds E times the masked
+--entropy-weight E adds E times the masked
 tokens' entropy (losses.entropy_loss: E > 0 sharpens, E < 0 is a bonus).
 The loop (lease, ack, step, checkpoint, publish) is loop.py's.
 """
@@ -26,7 +25,7 @@ from flashroll.trainers import loop
 class Grpo:
     def __init__(self, args):
         self.clip, self.kl, self.temperature = args.clip, args.kl, args.temperature
-        self.negative_weight, self.negative_max_prob = args.negative_weight, args.negative_max_prob
+        self.negative_weight = args.negative_weight
         self.entropy_weight = args.entropy_weight
         # The reference is the initial model, also after a resume.
         self.reference = load_model(args.model).eval() if args.kl > 0 else None
@@ -46,7 +45,6 @@ class Grpo:
             with torch.no_grad():
                 ref_logp, _ = batch_lib.token_logprobs(self.reference(mb.tokens), mb.tokens, self.temperature)
         advantages = losses.weigh_negatives(mb.advantages, self.negative_weight)
-        advantages = losses.blame_unlikely(advantages, mb.behaviour_logprobs, self.negative_max_prob)
         loss, clipped, kl_sum = losses.grpo_loss(logp, mb.behaviour_logprobs, advantages, mb.loss_mask,
                                                  self.clip, denominator, ref_logp, self.kl)
         if self.entropy_weight != 0:
@@ -62,9 +60,6 @@ def add_flags(parser):
     parser.add_argument("--entropy-weight", type=float, default=0.0,
                         help="weight of the masked tokens' entropy in the loss (> 0 sharpens the policy, "
                              "< 0 is an exploration bonus, 0: none)")
-    parser.add_argument("--negative-max-prob", type=float, default=1.0,
-                        help="negative advantages reach only tokens sampled with probability below this "
-                             "(1: every token of a negative sample)")
 
 
 if __name__ == "__main__":
