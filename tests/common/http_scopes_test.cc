@@ -30,6 +30,15 @@ class HttpScopesTest : public ::testing::Test {
           reply.body = "open";
           return reply;
         });
+    server_->HandleStream(
+        HttpMethod::kPost, "/stream",
+        [this](const HttpRequest&) -> Result<StreamResponse> {
+          ++calls_;
+          StreamResponse reply;
+          reply.produce = [](ChunkWriter&) { return Status::Ok(); };
+          return reply;
+        },
+        "admin");
     ASSERT_TRUE(server_->Start().ok());
   }
 
@@ -56,6 +65,13 @@ TEST_F(HttpScopesTest, ATokenWithoutTheScopeIs403NamingIt) {
             std::string::npos)
       << status.ToString();
   EXPECT_EQ(calls_, 0);  // the handler never ran
+}
+
+TEST_F(HttpScopesTest, AStreamedRouteNeedsItsScopeToo) {
+  auto reply = Client("runner-token").Send(HttpMethod::kPost, "/stream", "{}", "application/json");
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status, 403) << reply->body;
+  EXPECT_EQ(calls_, 0);
 }
 
 TEST_F(HttpScopesTest, ATokenWithTheScopeReachesTheHandler) {

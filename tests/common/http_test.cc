@@ -796,5 +796,19 @@ TEST_F(HttpTokenFile, RejectsEmptyOddAndMissingFiles) {
   EXPECT_NE(missing.status().message().find("open " + dir_ + "/none"), std::string::npos);
 }
 
+TEST(HttpClientPortTest, PortsOneTo65535AreValidAndNoOthers) {
+  for (const char* url : {"http://127.0.0.1:1", "http://127.0.0.1:65535"}) {
+    HttpClientOptions options;
+    options.base_url = url;
+    EXPECT_TRUE(HttpClient::Create(options).ok()) << url;
+  }
+  for (const char* url : {"http://127.0.0.1:0", "http://127.0.0.1:65536"}) {
+    HttpClientOptions options;
+    options.base_url = url;
+    EXPECT_FALSE(HttpClient::Create(options).ok()) << url;
+  }
+}
+
 }  // namespace
 }  // namespace flashroll
+

@@ -113,6 +113,9 @@ TEST(SandboxdConfigTest, DefaultsMayNotExceedTheMaximums) {
   ExpectError(std::string(kMinimal) + "limits:\n  default: {cpus: 8}\n", "limits.default.cpus");
   ExpectError(std::string(kMinimal) + "limits:\n  max: {disk: 100M}\n", "limits.default.disk");
   EXPECT_TRUE(Parse(std::string(kMinimal) + "limits:\n  default: {memory: 4G, pids: 4096, cpus: 4, disk: 4G}\n").ok());
+  // A pid limit of 0 would let no process start: the smallest is 1.
+  ExpectError(std::string(kMinimal) + "limits:\n  default: {pids: 0}\n", "limits.default.pids");
+  EXPECT_TRUE(Parse(std::string(kMinimal) + "limits:\n  default: {pids: 1}\n").ok());
 }
 
 TEST(SandboxdConfigTest, OnlyLoopbackListensWithoutTls) {
