@@ -9,7 +9,7 @@ import torch
 
 from conftest import DEFAULT_MODEL
 from fake_trainer_api import FakeTrainerApi
-from flashroll import checkpoints
+from flashroll import checkpoints, cpu_threads
 from flashroll.batch import token_logprobs
 from flashroll.model import load_model
 from flashroll.trainers import grpo, loop
@@ -201,3 +201,14 @@ def test_a_step_whose_samples_all_have_advantage_0_runs_none_and_still_publishes
     record = read_log(tmp_path)[0]
     assert record["trained_samples"] == 0 and record["loss"] == 0 and record["entropy"] is None
     assert record["grad_norm"] == 0 and record["mismatch_abs"] is None
+
+
+def test_the_trainer_runs_openblas_on_one_thread_unless_told(tmp_path):
+    cpu_threads.set_blas_threads(2)
+    with FakeTrainerApi([]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
+    assert cpu_threads.blas_threads() == 1
+    with FakeTrainerApi([]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1, "--blas-threads", "2")) == 0
+    assert cpu_threads.blas_threads() == 2
+    cpu_threads.set_blas_threads(1)

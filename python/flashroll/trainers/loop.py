@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from flashroll import batch as batch_lib
-from flashroll import checkpoints, losses
+from flashroll import checkpoints, cpu_threads, losses
 from flashroll.client import ApiError, LeaseExpired, QueueClosed, TrainerClient
 from flashroll.model import forward_as_stored, load_model, stored_dtypes
 
@@ -61,6 +61,9 @@ def arg_parser(description):
                    help="dr_grpo's per-sample token constant (default: the model's max_position_embeddings)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="torch threads (default: every core; torch alone would take one per physical core)")
+    p.add_argument("--blas-threads", type=int, default=1,
+                   help="OpenBLAS threads (default 1: its spinning pool, beside the engine on the same cores, "
+                        "halved the step rate; see flashroll/cpu_threads.py)")
     p.add_argument("--keep-checkpoints", type=int, default=3,
                    help="newest checkpoints kept, older ones removed after each publish (0: keep all; "
                         "each holds the weights, fp32 master weights and AdamW state)")
@@ -299,6 +302,7 @@ def main(objective, description, add_flags=None, argv=None):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(max(1, args.threads))
+    cpu_threads.set_blas_threads(max(1, args.blas_threads))
     try:
         return Trainer(args, objective(args)).run()
     except ApiError as e:
