@@ -143,13 +143,34 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)  # [B, H, T, d]
         group = self.heads // self.kv_heads
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-        scores = (q @ k.transpose(-1, -2)) / self.head_dim ** 0.5  # [B, H, T, T]
-        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-        scores = scores.masked_fill(causal, float("-inf"))
-        out = scores.softmax(-1) @ v  # [B, H, T, d]
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+        n = b * self.heads
+        k = k.repeat_interleave(group, dim=1).reshape(n, t, self.head_dim)
+        v = v.repeat_interleave(group, dim=1).reshape(n, t, self.head_dim)
+        out = causal_attention(q.reshape(n, t, self.head_dim), k, v, self.head_dim ** -0.5)  # [B*H, T, d]
+        return self.o_proj(out.view(b, self.heads, t, self.head_dim).transpose(1, 2).reshape(b, t, -1))
+
+
+# Queries per block in causal_attention: small enough that the skipped
+# upper triangle is most of what lies above the diagonal, large enough that
+# each block's matmuls stay efficient.
+ATTENTION_BLOCK = 256
+
+
+def causal_attention(q, k, v, scale):
+    """q, k, v [N, T, d] -> softmax(scale * q k^T, causal) v, [N, T, d].
+    Each block of ATTENTION_BLOCK queries is scored only against the keys up
+    to its last query, so the scores above the diagonal blocks are never
+    computed: on the CPU trainer the attention matmuls are the largest cost,
+    and at 1,024 tokens this skips 3/8 of them. 3-D bmm with the scale and
+    the mask folded into one baddbmm avoids separate passes over the scores."""
+    t = q.shape[1]
+    mask = torch.full((t, t), float("-inf"), dtype=q.dtype, device=q.device).triu(1)  # additive, [T, T]
+    blocks = []
+    for start in range(0, t, ATTENTION_BLOCK):
+        end = min(start + ATTENTION_BLOCK, t)
+        scores = torch.baddbmm(mask[start:end, :end], q[:, start:end], k[:, :end].transpose(1, 2), alpha=scale)
+        blocks.append(torch.bmm(scores.softmax(-1), v[:, :end]))
+    return torch.cat(blocks, dim=1)
 
 
 class Mlp(nn.Module):

@@ -9,8 +9,9 @@ from conftest import DEFAULT_MODEL, MOE_MODEL
 from flashroll import safetensors_io
 from flashroll.model import forward_as_stored, load_model, read_config, save_checkpoint, stored_dtypes
 
-# 80 tokens below both models' vocab_size (2487).
-TOKENS = np.random.RandomState(0).randint(0, 2487, size=80).tolist()
+# 300 tokens below both models' vocab_size (2487): more than one of
+# causal_attention's query blocks.
+TOKENS = np.random.RandomState(0).randint(0, 2487, size=300).tolist()
 
 
 @pytest.mark.parametrize("model_dir", [DEFAULT_MODEL, MOE_MODEL])
@@ -89,3 +90,18 @@ def test_forward_as_stored_is_the_saved_checkpoints_forward_with_straight_throug
     stored.sum().backward()
     grad = model.model.norm.weight.grad
     assert grad is not None and grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("t", [1, 255, 256, 257, 600])
+def test_blocked_causal_attention_matches_the_full_square(t):
+    from flashroll.model import causal_attention
+    q, k, v = (torch.randn(3, t, 16, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    full = (q @ k.transpose(1, 2) * 0.25).masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    expected = full.softmax(-1) @ v
+    got = causal_attention(q, k, v, 0.25)
+    assert got.shape == expected.shape
+    assert torch.allclose(got, expected, atol=1e-12)
+    grads = torch.autograd.grad(got.square().sum(), (q, k, v))
+    expected_grads = torch.autograd.grad(expected.square().sum(), (q, k, v))
+    for g, e in zip(grads, expected_grads):
+        assert torch.allclose(g, e, atol=1e-10)
