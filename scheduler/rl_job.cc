@@ -654,9 +654,17 @@ Result<Json> Job::EvaluateNow(const char* when) {
   return out;
 }
 
+// The trainer shares the cores with the engine. Torch's OpenMP workers spin
+// while they wait for work by default, and then preempt the engine and each
+// other: under load a trainer step ran 2-4x slower than with passive waits,
+// which sleep (docs/BENCHMARKS.md, "Trainer step"). A policy the user set is kept.
 std::map<std::string, std::string> TrainerEnvironment() {
   const char* existing = std::getenv("PYTHONPATH");
-  return {{"PYTHONPATH", TrainerPythonPath() + (existing && *existing ? std::string(":") + existing : "")}};
+  std::map<std::string, std::string> env = {
+      {"PYTHONPATH", TrainerPythonPath() + (existing && *existing ? std::string(":") + existing : "")}};
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  if (wait_policy == nullptr || *wait_policy == '\0') env["OMP_WAIT_POLICY"] = "PASSIVE";
+  return env;
 }
 
 void Job::WriteReport() {

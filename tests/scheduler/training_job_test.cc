@@ -108,7 +108,9 @@ TEST_F(TrainingJobTest, ThePythonTrainerTrainsAndTheEngineServesItsWeights) {
 }
 
 TEST_F(TrainingJobTest, ATrainerThatKeepsDyingFailsTheJobAfterItsRestarts) {
-  const JobConfig config = Load(WriteConfig("dying", "  command: [/bin/sh, -c, 'echo dying; exit 3', sh]\n  restarts: 1\n"));
+  // The trainer's OpenMP threads wait passively (rl_job.cc, TrainerEnvironment).
+  const JobConfig config =
+      Load(WriteConfig("dying", "  command: [/bin/sh, -c, 'echo dying $OMP_WAIT_POLICY; exit 3', sh]\n  restarts: 1\n"));
   std::vector<std::string> lines;
   RlJobOptions options;
   options.on_status = [&](const std::string& line) { lines.push_back(line); };
@@ -116,7 +118,7 @@ TEST_F(TrainingJobTest, ATrainerThatKeepsDyingFailsTheJobAfterItsRestarts) {
   ASSERT_FALSE(summary.ok());
   EXPECT_EQ(summary.status().message(),
             "trainer exited with status 3 after 1 restarts (log: " + dir_ + "/dying-trainer.log)");
-  EXPECT_EQ(ReadAll(dir_ + "/dying-trainer.log"), "dying\ndying\n");
+  EXPECT_EQ(ReadAll(dir_ + "/dying-trainer.log"), "dying PASSIVE\ndying PASSIVE\n");
   auto db = store::OpenStore(dir_ + "/store.db");
   ASSERT_TRUE(db.ok());
   auto stmt = (*db)->Prepare("SELECT status FROM jobs");
