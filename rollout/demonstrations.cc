@@ -1,5 +1,7 @@
 #include "rollout/demonstrations.h"
 
+#include <algorithm>
+
 #include "tasks/reference_solver.h"
 #include "tasks/rng.h"
 #include "tasks/workspace.h"
@@ -86,8 +88,17 @@ Result<Demonstration> SynthesizeDemonstration(const TaskFamily& family, const Ta
   FR_ASSIGN_OR_RETURN(ReferenceRun run, RunReferenceSolution(family, task, *workspace));
 
   TaskRng rng(seed ^ 0x5DEECE66Dull);
-  const int first_sentences = 12 * effort / 100;
-  const int later_sentences = 4 * effort / 100;
+  // How many sentences scatters around the effort's mean (0 at least), so
+  // that at every effort the model learns a spread of reasoning lengths. A
+  // policy whose length is a fixed function of the effort leaves the
+  // effort-conditioned length reward nothing to choose between: with exact
+  // counts, effort 1 sat at its floor and no RL run shortened it
+  // (docs/BENCHMARKS.md, "The closed loop").
+  auto scattered = [&rng](int mean, int spread) {
+    return std::max(0, mean + static_cast<int>(rng.Int(-spread, spread)));
+  };
+  const int first_sentences = scattered(12 * effort / 100, 2);
+  const int later_mean = 4 * effort / 100;
 
   Demonstration demo;
   demo.task_id = task.id;
@@ -107,7 +118,7 @@ Result<Demonstration> SynthesizeDemonstration(const TaskFamily& family, const Ta
       AddSentences(rng, PlanningSentences(), first_sentences, &reasoning);
     } else {
       reasoning = "The output was: " + FirstLine(run.steps[i - 1].result.stdout_text) + ".";
-      AddSentences(rng, CheckingSentences(), later_sentences, &reasoning);
+      AddSentences(rng, CheckingSentences(), scattered(later_mean, 1), &reasoning);
     }
     reasoning += " " + step.step.thought;
     demo.reasoning_chars += reasoning.size();
@@ -117,7 +128,7 @@ Result<Demonstration> SynthesizeDemonstration(const TaskFamily& family, const Ta
   std::string reasoning = run.steps.empty()
                               ? Goal(task)
                               : "The output was: " + FirstLine(run.steps.back().result.stdout_text) + ".";
-  AddSentences(rng, CheckingSentences(), later_sentences, &reasoning);
+  AddSentences(rng, CheckingSentences(), scattered(later_mean, 1), &reasoning);
   reasoning += " The answer is " + run.final_answer + ".";
   demo.reasoning_chars += reasoning.size();
   demo.messages.push_back({"assistant", scaffold.RenderAnswer(reasoning, run.final_answer)});

@@ -1,5 +1,7 @@
 #include "rollout/demonstrations.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
 
 namespace flashroll {
@@ -31,16 +33,39 @@ TEST(DemonstrationsTest, EveryFamilyAndScaffoldGivesAParseableSuccessfulTrajecto
   }
 }
 
+// Averaged over seeds: one seed's sentence counts scatter around the mean.
 TEST(DemonstrationsTest, ReasoningGrowsWithEffort) {
   const TaskFamily* family = FindTaskFamily("lookup_chain");
   const Scaffold* scaffold = FindScaffold("bash_block");
   Task task = family->Generate(3, 3);
   size_t previous = 0;
   for (int effort : {1, 25, 50, 75, 100}) {
-    auto demo = SynthesizeDemonstration(*family, task, *scaffold, effort, 9);
-    ASSERT_TRUE(demo.ok());
-    EXPECT_GT(demo->reasoning_chars, previous) << "effort " << effort;
-    previous = demo->reasoning_chars;
+    size_t total = 0;
+    for (uint64_t seed = 1; seed <= 12; ++seed) {
+      auto demo = SynthesizeDemonstration(*family, task, *scaffold, effort, seed);
+      ASSERT_TRUE(demo.ok());
+      total += demo->reasoning_chars;
+    }
+    EXPECT_GT(total, previous) << "effort " << effort;
+    previous = total;
+  }
+}
+
+// At one effort the reasoning length varies with the seed (at effort 1
+// too, whose mean is no sentence beyond the goal): an RL length reward needs
+// a spread to choose from.
+TEST(DemonstrationsTest, ReasoningLengthSpreadsAtEveryEffort) {
+  const TaskFamily* family = FindTaskFamily("arithmetic");
+  const Scaffold* scaffold = FindScaffold("bash_block");
+  Task task = family->Generate(2, 4);
+  for (int effort : {1, 50, 100}) {
+    std::set<size_t> lengths;
+    for (uint64_t seed = 1; seed <= 30; ++seed) {
+      auto demo = SynthesizeDemonstration(*family, task, *scaffold, effort, seed);
+      ASSERT_TRUE(demo.ok());
+      lengths.insert(demo->reasoning_chars);
+    }
+    EXPECT_GE(lengths.size(), 3u) << "effort " << effort;
   }
 }
 
