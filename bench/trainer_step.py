@@ -51,7 +51,7 @@ def synthetic_step(args, vocab):
 
 def hf_model(path, attn, device):
     from transformers import AutoModelForCausalLM
-    m = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32, attn_implementation=attn)
+    m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation=attn).to(device)
     return lambda tokens: m(input_ids=tokens, use_cache=False).logits, m
 
 

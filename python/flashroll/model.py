@@ -113,7 +113,7 @@ class RMSNorm(nn.Module):
 def rope_cos_sin(config, positions, dtype):
     """cos, sin: [T, head_dim] for the neox (rotate-half) layout."""
     d = config.head_dim
-    inv = 1.0 / (config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    inv = 1.0 / (config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64, device=positions.device) / d))
     angles = positions.to(torch.float64)[:, None] * inv[None, :]  # [T, d/2]
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos().to(dtype), angles.sin().to(dtype)

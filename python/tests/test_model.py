@@ -105,3 +105,13 @@ def test_blocked_causal_attention_matches_the_full_square(t):
     expected_grads = torch.autograd.grad(expected.square().sum(), (q, k, v))
     for g, e in zip(grads, expected_grads):
         assert torch.allclose(g, e, atol=1e-10)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device (the GPU machine runs it)")
+def test_the_model_runs_on_cuda_with_the_cpu_logits():
+    model = load_model(DEFAULT_MODEL)
+    tokens = torch.tensor([TOKENS])
+    with torch.no_grad():
+        cpu = model(tokens)
+        gpu = model.cuda()(tokens.cuda()).cpu()
+    assert (gpu - cpu).abs().max().item() < 1e-3
