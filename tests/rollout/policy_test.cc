@@ -36,8 +36,16 @@ class PolicyTest : public ::testing::Test {
 
   static std::vector<PolicyToken> Turn(Policy& policy, double temperature, Status* status = nullptr) {
     PolicyRequest request;
-    tokenizer_->EncodeAppend("<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n",
-                             /*parse_special=*/true, &request.prompt);
+    // A prompt like the demonstrations' (the bash_block scaffold at effort 1),
+    // which the model ends with <|im_end|> after one tool call.
+    tokenizer_->EncodeAppend(
+        "<|im_start|>system\nYou are an agent that solves tasks by running shell commands in a working "
+        "directory.\nTo run a command, write it in a bash code block:\n```bash\nCOMMAND\n```\nRun one command per "
+        "message and wait for its output. Think inside <think>...</think> before each message. When you know the "
+        "result, reply with <answer>RESULT</answer>.\nReasoning Effort: 1<|im_end|>\n<|im_start|>user\nCompute the "
+        "exact value of the Python expression 2 + 3 and give the result as your final answer.<|im_end|>\n"
+        "<|im_start|>assistant\n",
+        /*parse_special=*/true, &request.prompt);
     request.max_tokens = 300;
     request.stop_tokens = {tokenizer_->TokenId("<|im_end|>")};
     request.temperature = temperature;
