@@ -83,8 +83,12 @@ namespace {
 // present in both: means of the per-episode differences, with their
 // standard errors. Pairing removes the spread between tasks, which the
 // independent-samples formula counts twice.
+// The median of the reasoning differences and how many episodes got shorter
+// or longer do not move with one runaway episode, which the mean does.
 struct PairedChange {
   double n = 0, p0 = 0, p1 = 0, success_se = 0, r0 = 0, r1 = 0, reasoning_se = 0;
+  double reasoning_median = 0;
+  int shorter = 0, longer = 0;
 };
 
 PairedChange Paired(const Json& before, const Json& after, int effort) {
@@ -120,6 +124,11 @@ PairedChange Paired(const Json& before, const Json& after, int effort) {
   };
   c.success_se = se(ds, c.p1 - c.p0);
   c.reasoning_se = se(dr, c.r1 - c.r0);
+  c.shorter = static_cast<int>(std::count_if(dr.begin(), dr.end(), [](double d) { return d < 0; }));
+  c.longer = static_cast<int>(std::count_if(dr.begin(), dr.end(), [](double d) { return d > 0; }));
+  std::sort(dr.begin(), dr.end());
+  const size_t mid = dr.size() / 2;
+  c.reasoning_median = dr.size() % 2 ? dr[mid] : (dr[mid - 1] + dr[mid]) / 2;
   return c;
 }
 
@@ -131,14 +140,15 @@ std::string EvalComparison(const Json& eval) {
   const Json& after = eval["after"];
   const bool paired = before.contains("episodes") && after.contains("episodes") && before["episodes"].is_array() &&
                       after["episodes"].is_array();
-  std::string text = Row("%-8s %8s %8s %8s %16s   %9s %9s %9s %22s\n", "effort", "episodes", "success", "-> after",
+  std::string text = Row("%-8s %8s %8s %8s %16s   %9s %9s %9s %22s%s\n", "effort", "episodes", "success", "-> after",
                          paired ? "change (paired SE)" : "change (SE)", "reasoning", "-> after", "change",
-                         "95% interval");
+                         "95% interval", paired ? "    median  shorter/longer" : "");
   auto line = [&](const std::string& name, const PairedChange& c) {
     const double d = c.r1 - c.r0;
-    text += Row("%-8s %8.0f %7.1f%% %7.1f%% %+7.1f%% (%4.1f%%)   %9.1f %9.1f %+9.1f   [%+8.1f, %+8.1f]\n", name.c_str(),
+    text += Row("%-8s %8.0f %7.1f%% %7.1f%% %+7.1f%% (%4.1f%%)   %9.1f %9.1f %+9.1f   [%+8.1f, %+8.1f]", name.c_str(),
                 c.n, 100 * c.p0, 100 * c.p1, 100 * (c.p1 - c.p0), 100 * c.success_se, c.r0, c.r1, d,
                 d - 1.96 * c.reasoning_se, d + 1.96 * c.reasoning_se);
+    text += paired ? Row("  %+8.1f  %7d/%-7d\n", c.reasoning_median, c.shorter, c.longer) : std::string("\n");
   };
   // Without per-episode outcomes: two independent samples.
   auto unpaired = [&](const Json& b, const Json& a) {

@@ -37,6 +37,7 @@ TEST(TrainingReportTest, EvalChangeWithItsStandardErrorAndInterval) {
   EXPECT_NE(text.find("-20.0"), std::string::npos) << text;
   EXPECT_NE(text.find("[   -33.9,     -6.1]"), std::string::npos) << text;
   EXPECT_NE(text.find("total"), std::string::npos) << text;
+  EXPECT_EQ(text.find("median"), std::string::npos) << "no episodes, no median:\n" << text;
   EXPECT_EQ(EvalComparison({{"before", eval["before"]}}), "");
 }
 
@@ -62,8 +63,12 @@ TEST(TrainingReportTest, WithEpisodesTheChangeIsPairedByEpisode) {
   EXPECT_NE(text.find("paired SE"), std::string::npos) << text;
   EXPECT_NE(text.find("b=1             4    50.0%    75.0%   +25.0% (25.0%)"), std::string::npos) << text;
   EXPECT_NE(text.find("[   -27.7,     -2.3]"), std::string::npos) << text;
+  // The median of -30, -20, -10, 0 is -15; three episodes shorter, none longer.
+  EXPECT_NE(text.find("[   -27.7,     -2.3]     -15.0        3/0"), std::string::npos) << text;
   // Total: d = 0, 1, 0, 0, -1: mean 0, sd sqrt(2/4), SE 0.316.
   EXPECT_NE(text.find("total           5    60.0%    60.0%    +0.0% (31.6%)"), std::string::npos) << text;
+  // Reasoning -30, -20, -10, 0, 0 (effort 50's episode): median -10.
+  EXPECT_NE(text.find("     -10.0        3/0"), std::string::npos) << text;
 }
 
 }  // namespace
