@@ -6,6 +6,10 @@ core by default, beside torch's OpenMP threads (torch.set_num_threads does
 not reach it). OpenBLAS's workers spin between calls; next to an engine
 busy on the same two cores they preempt one another, and a step took twice
 as long as with one BLAS thread (docs/BENCHMARKS.md, "Trainer step").
+
+Torch's own OpenMP workers spin likewise. libgomp reads OMP_WAIT_POLICY once,
+when torch loads it, so no call here can change it: the RL job starts its
+trainer with OMP_WAIT_POLICY=PASSIVE unless one is set (scheduler/rl_job.cc).
 """
 import ctypes
 import os
