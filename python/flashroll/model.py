@@ -9,6 +9,7 @@ ARCHITECTURES, keyed by config.json's model_type.
 Sequences are right-padded and attention is causal, so padding after a
 sequence never affects its positions: no attention mask is needed.
 """
+import functools
 import json
 import os
 import shutil
@@ -156,6 +157,13 @@ class Attention(nn.Module):
 ATTENTION_BLOCK = 256
 
 
+@functools.lru_cache(maxsize=8)
+def _causal_mask(t, dtype, device):
+    """The additive causal mask [T, T] (-inf above the diagonal), made once per
+    length, not once per layer and step; read only."""
+    return torch.full((t, t), float("-inf"), dtype=dtype, device=device).triu(1)
+
+
 def causal_attention(q, k, v, scale):
     """q, k, v [N, T, d] -> softmax(scale * q k^T, causal) v, [N, T, d].
     Each block of ATTENTION_BLOCK queries is scored only against the keys up
@@ -164,7 +172,7 @@ def causal_attention(q, k, v, scale):
     and at 1,024 tokens this skips 3/8 of them. 3-D bmm with the scale and
     the mask folded into one baddbmm avoids separate passes over the scores."""
     t = q.shape[1]
-    mask = torch.full((t, t), float("-inf"), dtype=q.dtype, device=q.device).triu(1)  # additive, [T, T]
+    mask = _causal_mask(t, q.dtype, q.device)
     blocks = []
     for start in range(0, t, ATTENTION_BLOCK):
         end = min(start + ATTENTION_BLOCK, t)
