@@ -35,6 +35,9 @@ TEST_F(SandboxCgroupTest, CreateAppliesLimitsAndRemoveCleansUp) {
   if (std::string(backend_->layout()) == "hybrid") {
     EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/memory/flashroll/" + name + "/memory.limit_in_bytes"),
               std::to_string(32 << 20) + "\n");
+    // With swap accounting, memory+swap has the same bound: swap cannot extend the limit.
+    const std::string memsw = "/sys/fs/cgroup/memory/flashroll/" + name + "/memory.memsw.limit_in_bytes";
+    if (::access(memsw.c_str(), F_OK) == 0) EXPECT_EQ(ReadHostFile(memsw), std::to_string(32 << 20) + "\n");
     EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/pids/flashroll/" + name + "/pids.max"), "9\n");
     EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/cpu/flashroll/" + name + "/cpu.cfs_quota_us"), "25000\n");
     CgroupLimits more;
@@ -86,6 +89,8 @@ TEST_F(SandboxCgroupTest, JoinsOnlyTheHierarchiesOfItsLimits) {
   later.cpus = 0.5;
   later.cpuset = "0";
   EXPECT_TRUE((*all)->ApplyLimits(later).ok());
+  EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/cpuset/flashroll/" + pooled + "/cpuset.cpus"), "0\n");
+  EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/cpu/flashroll/" + pooled + "/cpu.cfs_quota_us"), "50000\n");
   ASSERT_TRUE((*all)->Remove().ok());
   EXPECT_TRUE(CgroupDirsWithPrefix(pooled).empty());
 }
