@@ -37,7 +37,9 @@ TEST_F(SandboxCgroupTest, CreateAppliesLimitsAndRemoveCleansUp) {
               std::to_string(32 << 20) + "\n");
     // With swap accounting, memory+swap has the same bound: swap cannot extend the limit.
     const std::string memsw = "/sys/fs/cgroup/memory/flashroll/" + name + "/memory.memsw.limit_in_bytes";
-    if (::access(memsw.c_str(), F_OK) == 0) EXPECT_EQ(ReadHostFile(memsw), std::to_string(32 << 20) + "\n");
+    if (::access(memsw.c_str(), F_OK) == 0) {
+      EXPECT_EQ(ReadHostFile(memsw), std::to_string(32 << 20) + "\n");
+    }
     EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/pids/flashroll/" + name + "/pids.max"), "9\n");
     EXPECT_EQ(ReadHostFile("/sys/fs/cgroup/cpu/flashroll/" + name + "/cpu.cfs_quota_us"), "25000\n");
     CgroupLimits more;
