@@ -1,6 +1,8 @@
 #include "rollout/demonstrations.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -67,6 +69,38 @@ TEST(DemonstrationsTest, ReasoningLengthSpreadsAtEveryEffort) {
     }
     EXPECT_GE(lengths.size(), 3u) << "effort " << effort;
   }
+}
+
+// The <think> sections of a demonstration's assistant turns, in order.
+std::vector<std::string> ThinkSections(const Demonstration& demo) {
+  std::vector<std::string> sections;
+  for (const ChatMessage& m : demo.messages) {
+    if (m.role != "assistant") continue;
+    const size_t open = m.content.find("<think>\n"), close = m.content.find("\n</think>");
+    if (open != std::string::npos && close != std::string::npos) sections.push_back(m.content.substr(open + 8, close - open - 8));
+  }
+  return sections;
+}
+
+// reasoning_chars counts every turn's reasoning, the later turns' too, and
+// the later turns' checking sentences scatter as well (the answer turn's
+// text is otherwise fixed for a task).
+TEST(DemonstrationsTest, EveryTurnsReasoningIsCountedAndLaterTurnsScatter) {
+  const TaskFamily* family = FindTaskFamily("lookup_chain");
+  const Scaffold* scaffold = FindScaffold("bash_block");
+  Task task = family->Generate(3, 3);
+  std::set<size_t> last_turn;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto demo = SynthesizeDemonstration(*family, task, *scaffold, 1, seed);
+    ASSERT_TRUE(demo.ok());
+    const std::vector<std::string> sections = ThinkSections(*demo);
+    ASSERT_GE(sections.size(), 3u);
+    size_t total = 0;
+    for (const std::string& s : sections) total += s.size();
+    EXPECT_EQ(demo->reasoning_chars, total) << "seed " << seed;
+    last_turn.insert(sections.back().size());
+  }
+  EXPECT_GE(last_turn.size(), 2u);
 }
 
 TEST(DemonstrationsTest, RejectsEffortOutOfRange) {
