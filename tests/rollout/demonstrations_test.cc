@@ -103,6 +103,21 @@ TEST(DemonstrationsTest, EveryTurnsReasoningIsCountedAndLaterTurnsScatter) {
   EXPECT_GE(last_turn.size(), 2u);
 }
 
+// The first turn carries the planning sentences: about 12 at effort 100,
+// none to 2 at effort 1.
+TEST(DemonstrationsTest, TheFirstTurnPlansMoreAtHighEffort) {
+  const TaskFamily* family = FindTaskFamily("lookup_chain");
+  const Scaffold* scaffold = FindScaffold("bash_block");
+  Task task = family->Generate(3, 3);
+  size_t low = 0, high = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    low += ThinkSections(*SynthesizeDemonstration(*family, task, *scaffold, 1, seed)).front().size();
+    high += ThinkSections(*SynthesizeDemonstration(*family, task, *scaffold, 100, seed)).front().size();
+  }
+  // Ten or more sentences of 30-80 characters each, per demonstration.
+  EXPECT_GT(high, low + 10 * 300) << low << " vs " << high;
+}
+
 TEST(DemonstrationsTest, RejectsEffortOutOfRange) {
   const TaskFamily* family = FindTaskFamily("arithmetic");
   auto demo = SynthesizeDemonstration(*family, family->Generate(1, 1), *FindScaffold("xml_tools"), 101, 1);
