@@ -101,15 +101,39 @@ void AddProc(std::vector<MountOp>* ops) {
   }
 }
 
-Status AddReadWriteBind(const std::string& host_path, std::vector<MountOp>* ops) {
-  struct stat st {};
-  if (::stat(host_path.c_str(), &st) != 0) return Status::FromErrno(errno, "rw path: stat " + host_path);
-  const std::string rel = host_path.substr(1);
+// Binds the held rw path at the same path inside. Where this process may
+// mount, the tree is cloned here from the held descriptor: a child in a new
+// mount namespace can no longer clone a mount of the host's namespace, but
+// it can attach a detached clone made before it.
+Status AddReadWriteBind(const std::shared_ptr<const HeldPath>& held, bool rootless, MountPlan* plan) {
+  const std::string rel = held->path.substr(1);
   for (size_t pos = rel.find('/'); pos != std::string::npos; pos = rel.find('/', pos + 1)) {
-    ops->push_back(MkdirOp(rel.substr(0, pos), 0755));
+    plan->ops.push_back(MkdirOp(rel.substr(0, pos), 0755));
   }
-  ops->push_back(S_ISDIR(st.st_mode) ? MkdirOp(rel, 0755) : TouchOp(rel));
-  ops->push_back(BindOp(host_path, rel, /*read_only=*/false));
+  plan->ops.push_back(S_ISDIR(held->mode) ? MkdirOp(rel, 0755) : TouchOp(rel));
+  MountOp op;
+  op.kind = MountOp::Kind::kBindHeld;
+  op.path = rel;
+  op.source = held->path;
+  op.held_dev = held->dev;
+  op.held_ino = held->ino;
+  if (!rootless) {
+    auto tree = std::make_shared<UniqueFd>(
+        ::open_tree(held->fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+    if (!tree->valid()) return Status::FromErrno(errno, "rw path " + held->path + ": open_tree(OPEN_TREE_CLONE)");
+    // Private, as a bind made after the child's MS_REC|MS_PRIVATE would be:
+    // the clone of a shared mount joins its peer group, and host mounts
+    // made later beneath the path would appear inside.
+    struct mount_attr attr {};
+    attr.propagation = MS_PRIVATE;
+    if (::mount_setattr(tree->get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+      return Status::FromErrno(errno, "rw path " + held->path + ": mount_setattr(MS_PRIVATE)");
+    }
+    op.held_tree_fd = tree->get();
+    plan->held_trees.push_back(std::move(tree));
+  }
+  plan->held_paths.push_back(held);
+  plan->ops.push_back(std::move(op));
   return Status::Ok();
 }
 
@@ -205,6 +229,55 @@ ChildStatus RestrictBind(int root_fd, const MountOp& op) {
   return status;
 }
 
+// True when `fd` is the held path of `op` (the same inode on the same
+// device; the held descriptor keeps the inode number from being reused).
+bool IsHeldInode(int fd, const MountOp& op) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && st.st_dev == op.held_dev && st.st_ino == op.held_ino;
+}
+
+// Binds the held rw path of `op` at the directory open as `target`: its
+// detached clone, or (rootless) the path reopened in this namespace
+// without following symlinks, only when it is still the held inode.
+int BindHeld(const MountOp& op, int target, const char** call) {
+  if (op.held_tree_fd >= 0) {
+    *call = "move_mount";
+    return ::move_mount(op.held_tree_fd, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+  }
+  struct open_how how {};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  *call = "openat2(RESOLVE_NO_SYMLINKS)";
+  const int source = static_cast<int>(::syscall(SYS_openat2, AT_FDCWD, op.source.c_str(), &how, sizeof(how)));
+  if (source < 0) return -1;
+  int rc = -1;
+  if (!IsHeldInode(source, op)) {
+    *call = "not the checked inode";
+    errno = ESTALE;
+  } else {
+    char source_path[32];
+    char target_path[32];
+    *call = "mount(MS_BIND)";
+    rc = ::mount(FdPath(source, source_path), FdPath(target, target_path), nullptr, MS_BIND | MS_REC, nullptr);
+  }
+  const int err = errno;
+  ::close(source);
+  errno = err;
+  return rc;
+}
+
+// What got mounted at op.path must be the held inode, whichever way it was
+// bound: the last word before anything runs there.
+ChildStatus VerifyHeldBind(int root_fd, const MountOp& op) {
+  const int fd = OpenInRoot(root_fd, op.path, O_PATH);
+  if (fd < 0) return Fail("openat2(bound)", op);
+  const bool same = IsHeldInode(fd, op);
+  ::close(fd);
+  if (same) return ChildStatus::Ok();
+  errno = ESTALE;
+  return Fail("bound tree is not the checked inode", op);
+}
+
 ChildStatus ApplyCreate(const MountPlan& plan, int root_fd, const MountOp& op) {
   const int dir = OpenInRoot(root_fd, op.parent, O_PATH | O_DIRECTORY);
   if (dir < 0) return Fail("openat2(parent)", op);
@@ -260,6 +333,8 @@ ChildStatus ApplyMount(const MountPlan& plan, int root_fd, const MountOp& op) {
       call = "move_mount";
       rc = AttachTree(tree, target);
     }
+  } else if (op.kind == MountOp::Kind::kBindHeld) {
+    rc = BindHeld(op, target, &call);
   } else if (op.kind == MountOp::Kind::kBind) {
     call = "mount(MS_BIND)";
     rc = ::mount(op.source.c_str(), target_path, nullptr, MS_BIND | MS_REC, nullptr);
@@ -295,6 +370,10 @@ ChildStatus ApplyMount(const MountPlan& plan, int root_fd, const MountOp& op) {
   }
   // An idmapped tree got its restrictions with its idmap.
   if (op.kind == MountOp::Kind::kBind && op.idmap && plan.idmap_userns_fd >= 0) return ChildStatus::Ok();
+  if (op.kind == MountOp::Kind::kBindHeld) {
+    const ChildStatus held = VerifyHeldBind(root_fd, op);
+    if (!held.ok()) return held;
+  }
   return RestrictBind(root_fd, op);
 }
 
@@ -364,7 +443,22 @@ Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, UsernsMode us
   AddDev(rootless, &plan.ops);
   AddProc(&plan.ops);
   plan.ops.push_back(MkdirOp("tmp", 01777));
-  for (const auto& path : spec.rw_paths) FR_RETURN_IF_ERROR(AddReadWriteBind(path, &plan.ops));
+  if (!spec.rw_held.empty() && spec.rw_held.size() != spec.rw_paths.size()) {
+    return Status::Internal("rw paths: " + std::to_string(spec.rw_held.size()) + " held descriptors for " +
+                            std::to_string(spec.rw_paths.size()) + " paths");
+  }
+  for (size_t i = 0; i < spec.rw_paths.size(); ++i) {
+    std::shared_ptr<const HeldPath> held;
+    if (spec.rw_held.empty()) {
+      FR_ASSIGN_OR_RETURN(held, HoldHostPath(spec.rw_paths[i]));
+    } else {
+      held = spec.rw_held[i];
+      if (held->path != spec.rw_paths[i]) {
+        return Status::Internal("rw path " + spec.rw_paths[i] + ": held as " + held->path);
+      }
+    }
+    FR_RETURN_IF_ERROR(AddReadWriteBind(held, rootless, &plan));
+  }
   std::set<std::string> entries;
   if (!image.lower.empty()) {
     DIR* dir = ::opendir(image.lower.c_str());

@@ -15,6 +15,16 @@
 // Paths inside the new root are resolved with openat2(RESOLVE_IN_ROOT), so a
 // symlink in an image cannot point a mount or mkdir at the host.
 //
+// A --rw bind is made from the descriptor its path was checked through
+// (held_path.h): the parent clones the tree from it (open_tree with
+// OPEN_TREE_CLONE, which a child in a new mount namespace can no longer do
+// with a descriptor of the host's namespace), the child attaches that
+// clone, and the device and inode of what got mounted must be the held
+// ones. A rootless parent may not clone: its child reopens the path in its
+// own namespace, without following symlinks, and binds it only when it is
+// the held inode. Either way a path swapped after the check binds the
+// checked directory or fails the create.
+//
 // In a sandbox with a mapped user namespace (userns.h, kMapped) the child
 // mounts as the host's root, before it joins that namespace, and the files
 // must look to the sandbox's root as they look to the host's:
@@ -40,12 +50,15 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "sandbox/child_status.h"
+#include "sandbox/held_path.h"
 #include "sandbox/spec.h"
+#include "sandbox/unique_fd.h"
 #include "sandbox/userns.h"
 
 namespace flashroll::sandbox {
@@ -60,6 +73,7 @@ struct MountOp {
     kMount,    // mount a `fstype` filesystem at `path`
     kBind,     // bind host path `source` at `path`
     kBindSelf, // bind `source` (inside the new root) at `path`
+    kBindHeld, // bind the held rw path `source` (held_path.h) at `path`
   };
   Kind kind = Kind::kMkdir;
   std::string path;    // relative to the new root, e.g. "usr/bin"
@@ -74,6 +88,13 @@ struct MountOp {
   mode_t mode = 0;
   dev_t dev = 0;
   bool optional = false;  // skip when `path` or `source` does not exist
+  // kBindHeld: the detached clone of the held path's tree, made in the
+  // parent (-1 in a rootless plan, whose parent may not mount; the child
+  // then reopens `source` in its own namespace), and the device and inode
+  // the bound tree's root must have. Owned by the plan.
+  int held_tree_fd = -1;
+  dev_t held_dev = 0;
+  ino_t held_ino = 0;
 };
 
 // Builders for MountOps (parent side).
@@ -100,6 +121,11 @@ struct MountPlan {
   uint32_t owner_uid = 0;
   uint32_t owner_gid = 0;
   std::vector<MountOp> ops; // applied in order inside new_root
+  // The rw paths' descriptors and their detached trees (kBindHeld ops),
+  // open until the launch is over: the child inherits them across the
+  // clone (close-on-exec keeps them from the init).
+  HeldPaths held_paths;
+  std::vector<std::shared_ptr<UniqueFd>> held_trees;
   // Names directly under the new root: the image's lower layer's entries
   // and the top-level paths the ops create (for the Landlock rules).
   std::vector<std::string> root_entries;

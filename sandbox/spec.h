@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "sandbox/held_path.h"
 
 namespace flashroll::sandbox {
 
@@ -54,6 +55,10 @@ struct SandboxSpec {
 
   // Host paths bound read-write at the same path inside.
   std::vector<std::string> rw_paths;
+  // The descriptors rw_paths were checked through (AdmitSpec), one per
+  // path in order; what gets bound. Empty: the manager opens each path
+  // itself (HoldHostPath). Never sent on the wire.
+  HeldPaths rw_held;
   std::string hostname = "sandbox";
   // Default environment of every exec.
   std::vector<std::string> env = {

@@ -6,14 +6,17 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdio>
+#include <filesystem>
 
+#include "sandbox/held_path.h"
 #include "sandbox/unique_fd.h"
 
 namespace flashroll::sandbox::api {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 // "4G", "512M", "64K" or "1000 bytes": the form a config or request uses.
 std::string ByteText(uint64_t bytes) {
@@ -63,11 +66,15 @@ Status ResolveSeccomp(const NodePolicy& policy, const std::string& field, Sandbo
   return Status::Ok();
 }
 
-// The directory `path` names, resolved without ever looking outside
-// `root`: openat2 with RESOLVE_BENEATH fails with EXDEV at the first `..`
-// or symlink that would leave it, so a request cannot even learn whether a
-// path outside the root exists. "" for the root itself.
-Result<std::string> ResolveBeneath(const std::string& root, const std::string& path, const std::string& name) {
+// What `path` names, opened once without ever looking outside `root` and
+// without following a symlink: openat2 with RESOLVE_BENEATH fails with
+// EXDEV at the first `..` that would leave it, and RESOLVE_NO_SYMLINKS with
+// ELOOP at any symlink, so a request cannot even learn whether a path
+// outside the root exists, and a component swapped for a symlink later
+// cannot move the bind: the descriptor opened here is what gets bound
+// (held_path.h).
+Result<std::shared_ptr<const HeldPath>> ResolveBeneath(const std::string& root, const std::string& path,
+                                                       const std::string& name) {
   const std::string denied = name + ": " + path + " is not beneath the workspace root " + root;
   // The trailing '/' keeps /srv/ws2 out for the root /srv/ws.
   if (!path.starts_with(root + "/")) return Status::PermissionDenied(denied);
@@ -76,22 +83,29 @@ Result<std::string> ResolveBeneath(const std::string& root, const std::string& p
   const std::string relative = path.size() == root.size() + 1 ? "." : path.substr(root.size() + 1);
   open_how how {};
   how.flags = O_PATH | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root_fd.get(), relative.c_str(), &how, sizeof(how))));
   if (!fd.valid()) {
     if (errno == EXDEV) return Status::PermissionDenied(denied + " (it leads out of it)");
+    if (errno == ELOOP) {
+      return Status::PermissionDenied(name + ": " + path +
+                                      " has a symlink on the way; rw paths are resolved without following symlinks");
+    }
     return Status::FromErrno(errno, name + ": " + path);
   }
-  char real[PATH_MAX];
-  const std::string link = "/proc/self/fd/" + std::to_string(fd.get());
-  const ssize_t n = ::readlink(link.c_str(), real, sizeof(real) - 1);
-  if (n < 0) return Status::FromErrno(errno, "readlink " + link);
-  return std::string(real, static_cast<size_t>(n));
+  // Where it is bound inside: the path as asked, normalised. With no
+  // symlink on the way, its `.` and `..` mean what they meant to openat2;
+  // the descriptor's current name (readlink of /proc/self/fd) would be
+  // wherever a rename since has put it.
+  std::string bound = fs::path(root + "/" + relative).lexically_normal().string();
+  while (bound.size() > 1 && bound.back() == '/') bound.pop_back();
+  return HoldOpenPath(std::move(fd), std::move(bound));
 }
 
-// Replaces each rw path by where it resolves beneath the workspace root,
-// so what is checked is what gets bound.
+// Replaces each rw path by its normal form and keeps the descriptor it was
+// resolved through, so what is checked is what gets bound.
 Status ResolveRwPaths(const NodePolicy& policy, const std::string& field, SandboxSpec* spec) {
+  spec->rw_held.clear();
   for (size_t i = 0; i < spec->rw_paths.size(); ++i) {
     const std::string name = field + "[" + std::to_string(i) + "]";
     const std::string& path = spec->rw_paths[i];
@@ -103,12 +117,13 @@ Status ResolveRwPaths(const NodePolicy& policy, const std::string& field, Sandbo
       return Status::PermissionDenied(name + ": " + path +
                                       ": this node binds no host paths (its config has no workspace_root)");
     }
-    FR_ASSIGN_OR_RETURN(std::string real, ResolveBeneath(policy.workspace_root, path, name));
+    FR_ASSIGN_OR_RETURN(std::shared_ptr<const HeldPath> held, ResolveBeneath(policy.workspace_root, path, name));
     // The root holds every workspace.
-    if (real == policy.workspace_root) {
+    if (held->path == policy.workspace_root) {
       return Status::PermissionDenied(name + ": " + path + " is the workspace root itself, not a workspace in it");
     }
-    spec->rw_paths[i] = real;
+    spec->rw_paths[i] = held->path;
+    spec->rw_held.push_back(std::move(held));
   }
   return Status::Ok();
 }

@@ -6,9 +6,11 @@
 //            image store, image_store.h); anything with a '/' or an unknown
 //            name is refused.
 //   rw_paths paths strictly beneath `workspace_root` as written (its
-//            canonical path), resolved without leaving it (no `..` or
-//            symlink out, and nothing outside is looked at), and bound at
-//            the resolved path; without a workspace root none are allowed.
+//            canonical path), opened once without leaving it (no `..` out,
+//            no symlink anywhere on the way, and nothing outside is looked
+//            at); the descriptor is what gets bound (held_path.h), at the
+//            path as asked with its `.` and `..` resolved; without a
+//            workspace root none are allowed.
 //   seccomp  "default" (the built-in filter) or a name in `seccomp_profiles`.
 //   limits   memory, pids, cpus and disk: a limit the request leaves out
 //            (or gives as 0) gets `defaults`; one above `max` is refused.
@@ -53,7 +55,8 @@ struct NodePolicy {
 // The spec `request` asks for under `policy`, validated (ValidateSpec).
 // `path` names the body in messages ("body"). Errors: kPermissionDenied
 // naming the field and the rule ("body.rw_paths[0]: /etc is not beneath
-// the workspace root /srv/ws"; "body.memory: 8G is above this node's
+// the workspace root /srv/ws"; "...: has a symlink on the way";
+// "body.memory: 8G is above this node's
 // maximum of 4G"); kInvalidArgument for a relative rw path and for what
 // ValidateSpec refuses; kNotFound for an rw path beneath the root that does
 // not exist. Nothing is created either way.

@@ -6,8 +6,12 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+
+#include "sandbox/held_path.h"
 #include "tests/sandbox/sandbox_fixture.h"
 
 namespace flashroll::sandbox {
@@ -132,6 +136,63 @@ TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimitsOnlyWhenAl
             "get=sandbox\n"
             "freeze=refused\n"
             "policy=refused\n");
+}
+
+// A rootless manager may not clone a mount tree, so its child reopens an rw
+// path in its own mount namespace (following no symlink) and binds it only
+// when it is the inode the manager held: a directory replaced after the
+// check fails the create instead of binding the replacement.
+TEST(SandboxRootlessTest, AnRwPathReplacedAfterTheCheckIsNotBound) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
+  char dir[] = "/tmp/flashroll-rootless-rw-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string base = dir;
+  const std::string work = base + "/work";
+  ASSERT_EQ(mkdir(work.c_str(), 0755), 0);
+  ASSERT_EQ(chown(base.c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chown(work.c_str(), kNobody, kNobody), 0);
+  std::string output;
+  const int rc = AsNobody(
+      [&](int out) {
+        Manager::Options options;
+        options.allow_unenforced_limits = true;
+        auto manager = Manager::Open(options);
+        if (!manager.ok()) {
+          Say(out, "open: " + manager.status().ToString());
+          return 1;
+        }
+        SandboxSpec spec;
+        spec.rw_paths = {work};
+        auto id = (*manager)->Create(spec);
+        if (!id.ok()) {
+          Say(out, "create: " + id.status().ToString());
+          return 1;
+        }
+        ExecRequest request;
+        request.argv = {"/bin/sh", "-c", "echo inside > " + work + "/marker && echo bound"};
+        auto r = (*manager)->Exec(*id, request);
+        Say(out, r.ok() ? r->stdout_data + r->stderr_data : "exec: " + r.status().ToString());
+        (void)(*manager)->Destroy(*id);
+        auto held = HoldHostPath(work);
+        if (!held.ok()) {
+          Say(out, "hold: " + held.status().ToString());
+          return 1;
+        }
+        if (rename(work.c_str(), (base + "/checked").c_str()) != 0 || mkdir(work.c_str(), 0755) != 0) return 2;
+        spec.rw_held = {*held};
+        auto replaced = (*manager)->Create(spec);
+        Say(out, replaced.ok() ? "bound the replacement\n"
+                 : replaced.status().message().find("not the checked inode") != std::string::npos
+                     ? "refused\n"
+                     : "create: " + replaced.status().ToString() + "\n");
+        if (replaced.ok()) (void)(*manager)->Destroy(*replaced);
+        return 0;
+      },
+      &output);
+  std::filesystem::remove_all(base);
+  if (rc == kSkip) GTEST_SKIP() << "the kernel forbids unprivileged user namespaces";
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_EQ(output, "bound\nrefused\n");
 }
 
 }  // namespace
