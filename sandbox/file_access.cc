@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace flashroll::sandbox {
@@ -328,6 +329,14 @@ Result<std::string> ReadFileAsSandbox(const FileTarget& target, const std::strin
 
 Status WriteFileAsSandbox(const FileTarget& target, const std::string& path, std::string_view data, mode_t mode,
                           std::chrono::milliseconds timeout) {
+  // A set-id file made here in an rw path is a set-id file on the host,
+  // owned by the sandbox's ids, which the host's nosuid-free mounts honour.
+  if ((mode & (S_ISUID | S_ISGID)) != 0) {
+    char octal[8];
+    std::snprintf(octal, sizeof(octal), "%04o", static_cast<unsigned>(mode & 07777));
+    return Status::InvalidArgument("path " + path + ": mode " + octal +
+                                   " has the set-uid or set-gid bit; the files API makes no set-id files");
+  }
   HelperPlan plan;
   plan.write = true;
   plan.data = data;

@@ -95,8 +95,10 @@ Result<std::string> ReadFileAsSandbox(const FileTarget& target, const std::strin
 
 // Creates or truncates the regular file `path` with `mode` (less the
 // manager's umask, when created) and writes `data` to it. Parent
-// directories must exist. Errors as ReadFileAsSandbox (but no
-// kResourceExhausted other than the filesystem's own ENOSPC).
+// directories must exist. A `mode` with the set-uid or set-gid bit is
+// kInvalidArgument, before anything is touched. Errors as
+// ReadFileAsSandbox (but no kResourceExhausted other than the
+// filesystem's own ENOSPC).
 Status WriteFileAsSandbox(const FileTarget& target, const std::string& path, std::string_view data, mode_t mode,
                           std::chrono::milliseconds timeout);
 

@@ -152,6 +152,34 @@ TEST_F(ApiPolicyTest, AWorkspaceBindAndTheDefaultLimitsApply) {
   ASSERT_TRUE(manager_->Destroy(id).ok());
 }
 
+// The attacker's steps: PUT a file with mode 4755 into the workspace
+// bind, then find a set-uid file on the host. The files API refuses the
+// set-uid and set-gid bits (400 naming the mode) and writes nothing.
+TEST_F(ApiPolicyTest, SetIdModesAreRefusedThroughTheFilesApi) {
+  ASSERT_EQ(::chmod((dir_ + "/ws/job1").c_str(), 0777), 0);
+  StartServer();
+  const std::string id = Create(Json{{"rw_paths", {dir_ + "/ws/job1"}}}.dump());
+  ASSERT_FALSE(id.empty());
+  for (const char* mode : {"4755", "2755", "6777"}) {
+    const std::string file = dir_ + "/ws/job1/setid-" + mode;
+    auto reply = Client("all-token").Send(HttpMethod::kPut,
+                                          "/v1/sandboxes/" + id + "/files?path=" + file + "&mode=" + mode,
+                                          "#!/bin/sh\nid\n", "application/octet-stream");
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->status, 400) << mode << ": " << reply->body;
+    EXPECT_NE(reply->body.find(std::string("mode ") + mode + " has the set-uid or set-gid bit"), std::string::npos)
+        << reply->body;
+    EXPECT_FALSE(fs::exists(file)) << mode;
+  }
+  // The plain modes still work.
+  auto plain = Client("all-token").Send(HttpMethod::kPut,
+                                        "/v1/sandboxes/" + id + "/files?path=" + dir_ + "/ws/job1/run&mode=1755",
+                                        "x", "application/octet-stream");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->status, 200) << plain->body;
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+}
+
 TEST_F(ApiPolicyTest, AnImportedImageIsServedByName) {
   // The busybox tree, built by a first busybox sandbox, imported as "bb".
   ASSERT_TRUE(manager_->Destroy(CreateOrDie([] {
