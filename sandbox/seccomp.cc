@@ -62,7 +62,7 @@ constexpr const char* kAllowed[] = {
     // Processes and threads (clone is checked by flags below).
     "execve", "execveat", "fork", "vfork", "exit", "exit_group", "wait4", "waitid", "getpid", "getppid", "gettid",
     "getpgid", "setpgid", "getpgrp", "getsid", "setsid", "set_tid_address", "set_robust_list", "get_robust_list",
-    "rseq", "futex", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue", "arch_prctl", "modify_ldt",
+    "rseq", "futex", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue", "arch_prctl",
     "get_thread_area", "set_thread_area", "prctl", "seccomp", "landlock_create_ruleset", "landlock_add_rule",
     "landlock_restrict_self", "uretprobe", "restart_syscall",
     // Credentials: changing them needs capabilities the sandbox does not hold.
@@ -85,8 +85,10 @@ constexpr const char* kAllowed[] = {
 
 // What exists but a sandbox must never do; EPERM is the kernel's own answer
 // to a caller without the privilege. Docker leaves most of these to a
-// capability; ptrace, process_vm_*, adjtimex, clock_adjtime and
-// name_to_handle_at it allows, and we do not.
+// capability; ptrace, process_vm_*, adjtimex, clock_adjtime,
+// name_to_handle_at and modify_ldt it allows, and we do not (modify_ldt:
+// 16-bit segments nothing a sandbox runs needs, and a long record of
+// kernel bugs).
 constexpr const char* kDenied[] = {
     "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
     "mount_setattr", "unshare", "setns", "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp",
@@ -94,7 +96,7 @@ constexpr const char* kDenied[] = {
     "perf_event_open", "keyctl", "add_key", "request_key", "acct", "swapon", "swapoff", "reboot", "settimeofday",
     "clock_settime", "clock_adjtime", "adjtimex", "quotactl", "quotactl_fd", "open_by_handle_at",
     "name_to_handle_at", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register", "iopl", "ioperm",
-    "syslog", "vhangup", "fanotify_init",
+    "syslog", "vhangup", "fanotify_init", "modify_ldt",
 };
 
 // Socket families: local, IP and netlink (which glibc's getaddrinfo and

@@ -88,6 +88,11 @@ TEST(SandboxSeccompTest, DangerousCallsFailWithEperm) {
   EXPECT_EQ(RunFiltered([] { return ErrnoOf(syscall(SYS_pivot_root, nullptr, nullptr)); }), EPERM);
   EXPECT_EQ(RunFiltered([] { return ErrnoOf(syscall(SYS_umount2, nullptr, 0)); }), EPERM);
   EXPECT_EQ(RunFiltered([] { return ErrnoOf(syscall(SYS_io_uring_setup, 1, nullptr)); }), EPERM);
+  EXPECT_EQ(RunFiltered([] {
+              char ldt[16];
+              return ErrnoOf(syscall(SYS_modify_ldt, 0, ldt, sizeof(ldt)));
+            }),
+            EPERM);
 }
 
 // Terminal injection is denied; the kernel reads only the low 32 bits of the

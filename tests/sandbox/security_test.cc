@@ -41,6 +41,7 @@ probe('kexec_load', lambda: libc.syscall(246, 0, 0, None, 0))
 probe('keyctl', lambda: libc.syscall(250, 0, 0, 0, 0, 0))
 probe('pivot_root', lambda: libc.syscall(155, b'/tmp', b'/tmp'))
 probe('vsock', lambda: 0 if libc.socket(40, 1, 0) >= 0 else -1)
+probe('modify_ldt', lambda: libc.syscall(154, 0, ctypes.create_string_buffer(16), 16))
 probe('clone3', lambda: libc.syscall(435, None, 0))
 probe('lsm_list_modules', lambda: libc.syscall(461, None, None, 0))
 probe('unassigned', lambda: libc.syscall(1000))
@@ -53,7 +54,7 @@ TEST_F(SandboxSecurityTest, DangerousSystemCallsFail) {
   EXPECT_EQ(r.stdout_data,
             "mount EPERM\numount EPERM\nptrace EPERM\ninit_module EPERM\nfinit_module EPERM\n"
             "delete_module EPERM\nunshare_user EPERM\nunshare_mnt EPERM\nsetns EPERM\nbpf EPERM\n"
-            "perf_event_open EPERM\nkexec_load EPERM\nkeyctl EPERM\npivot_root EPERM\nvsock EPERM\n"
+            "perf_event_open EPERM\nkexec_load EPERM\nkeyctl EPERM\npivot_root EPERM\nvsock EPERM\nmodify_ldt EPERM\n"
             // Default deny: what the filter does not list is not there.
             "clone3 ENOSYS\nlsm_list_modules ENOSYS\nunassigned ENOSYS\n");
   // The command-line tools fail too.
