@@ -88,13 +88,19 @@ void AddDev(bool rootless, std::vector<MountOp>* ops) {
 
 // /proc of the sandbox's pid namespace, with the host-wide knobs that plain
 // uid 0 could still write (sysrq-trigger, sysctls) made read-only and the
-// kernel-memory views masked, as Docker does.
+// kernel-memory views, the kernel's build config and ACPI masked, as Docker
+// does.
 void AddProc(std::vector<MountOp>* ops) {
   ops->push_back(MkdirOp("proc", 0555));
   ops->push_back(FsOp("proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, ""));
-  for (const char* masked : {"kcore", "keys", "kmsg", "latency_stats", "timer_list", "sched_debug"}) {
+  for (const char* masked : {"kcore", "keys", "kmsg", "latency_stats", "timer_list", "sched_debug", "config.gz"}) {
     ops->push_back(BindSelfOp("dev/null", std::string("proc/") + masked, true));
   }
+  // A directory is masked by an empty read-only tmpfs: /proc/acpi's files
+  // (wakeup, for one) act on the host's hardware.
+  MountOp acpi = FsOp("proc/acpi", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555");
+  acpi.optional = true;
+  ops->push_back(std::move(acpi));
   for (const char* ro : {"sys", "sysrq-trigger", "irq", "bus", "fs"}) {
     const std::string path = std::string("proc/") + ro;
     ops->push_back(BindSelfOp(path, path, true));
@@ -360,7 +366,7 @@ ChildStatus ApplyMount(const MountPlan& plan, int root_fd, const MountOp& op) {
     return Fail(call, op);
   }
   if (op.kind == MountOp::Kind::kMount) {
-    if (op.fstype != "tmpfs" || plan.owner_uid == 0) return ChildStatus::Ok();
+    if (op.fstype != "tmpfs" || plan.owner_uid == 0 || (op.flags & MS_RDONLY) != 0) return ChildStatus::Ok();
     // The new tmpfs's root, not the directory beneath it.
     const int mounted = OpenInRoot(root_fd, op.path, O_PATH | O_DIRECTORY);
     if (mounted < 0) return Fail("openat2(tmpfs)", op);

@@ -167,6 +167,19 @@ for name in ['kpageflags', 'kpagecount', 'kpagecgroup', 'slabinfo', 'vmallocinfo
                            "vmallocinfo EACCES\n") << r.stderr_data;
 }
 
+// The kernel's build config (which hardening is compiled in) and ACPI's
+// host-hardware knobs are masked: empty inside.
+TEST_F(SandboxSecurityTest, ProcAcpiAndConfigGzAreMasked) {
+  if (access("/proc/config.gz", R_OK) != 0 || access("/proc/acpi", R_OK) != 0) {
+    GTEST_SKIP() << "this kernel has no /proc/config.gz or /proc/acpi";
+  }
+  const std::string id = CreateOrDie();
+  // On a VM whose /proc/acpi is empty anyway, the mount shows the mask.
+  const ExecResult r = Sh(id, "wc -c < /proc/config.gz; ls -A /proc/acpi | wc -l; touch /proc/acpi/x; echo $?; "
+                              "grep -c ' /proc/acpi ro,' /proc/self/mountinfo");
+  EXPECT_EQ(r.stdout_data, "0\n0\n1\n1\n") << r.stderr_data;
+}
+
 // Opens each path with the given flags and prints "path ok" or "path ERRNO".
 constexpr char kOpenProbe[] = R"PY(
 import errno, os, sys
