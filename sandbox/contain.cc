@@ -73,6 +73,7 @@ Result<ContainPlan> PrepareContainParentSide(const SandboxSpec& spec, UsernsMode
   FR_ASSIGN_OR_RETURN(plan.mount, PrepareMountsParentSide(spec, userns));
   plan.hostname = spec.hostname;
   FR_ASSIGN_OR_RETURN(plan.caps, PrepareCapsParentSide());
+  FR_ASSIGN_OR_RETURN(plan.rlimits, PrepareRlimitsParentSide());
   plan.landlock_rules = DefaultLandlockRules(spec, plan.mount);
   FR_ASSIGN_OR_RETURN(plan.landlock, PrepareLandlockParentSide(plan.landlock_rules));
   FR_ASSIGN_OR_RETURN(plan.seccomp, SeccompProgramFor(spec.seccomp));
@@ -128,6 +129,8 @@ ChildStatus ContainChild(const ContainPlan& plan, int sync_fd, int control_fd) {
   FR_CHILD_STEP(CgroupNamespaceChild());
   // Before Landlock, which denies writes under /proc.
   FR_CHILD_STEP(AppArmorChild(plan.apparmor_exec));
+  // Before the user namespace: setting limits is a privileged step too.
+  FR_CHILD_STEP(RlimitsChild(plan.rlimits));
   // Last of the steps that need the host's root.
   FR_CHILD_STEP(JoinUserNamespaceChild(plan.userns_fd));
   FR_CHILD_STEP(CapsChild(plan.caps));

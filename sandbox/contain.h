@@ -16,6 +16,7 @@
 #include "sandbox/child_status.h"
 #include "sandbox/landlock.h"
 #include "sandbox/mount.h"
+#include "sandbox/rlimits.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
 #include "sandbox/userns.h"
@@ -27,6 +28,7 @@ struct ContainPlan {
   MountPlan mount;
   std::string hostname;
   CapsPlan caps;
+  RlimitPlan rlimits;
   LandlockRules landlock_rules;
   LandlockPlan landlock;
   VethChildPlan veth;  // --net policy: filled in by the caller once the pair exists

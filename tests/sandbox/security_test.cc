@@ -2,11 +2,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <grp.h>
 
@@ -178,6 +180,28 @@ TEST_F(SandboxSecurityTest, ProcAcpiAndConfigGzAreMasked) {
   const ExecResult r = Sh(id, "wc -c < /proc/config.gz; ls -A /proc/acpi | wc -l; touch /proc/acpi/x; echo $?; "
                               "grep -c ' /proc/acpi ro,' /proc/self/mountinfo");
   EXPECT_EQ(r.stdout_data, "0\n0\n1\n1\n") << r.stderr_data;
+}
+
+// Every rlimit is the sandbox's: a manager running with a low open-file
+// limit and unlimited core dumps passes neither on.
+TEST_F(SandboxSecurityTest, ResourceLimitsAreTheSandboxsNotTheManagers) {
+  rlimit nofile {}, core {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+  ASSERT_EQ(getrlimit(RLIMIT_CORE, &core), 0);
+  const rlimit low_nofile{200, nofile.rlim_max};
+  const rlimit unlimited_core{RLIM_INFINITY, RLIM_INFINITY};
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low_nofile), 0);
+  ASSERT_EQ(setrlimit(RLIMIT_CORE, &unlimited_core), 0);
+  auto id = manager_->Create(SandboxSpec());
+  setrlimit(RLIMIT_NOFILE, &nofile);
+  setrlimit(RLIMIT_CORE, &core);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  const ExecResult r = Sh(*id, "ulimit -n; ulimit -Hn; ulimit -c; ulimit -Hc; ulimit -l; ulimit -s; ulimit -r");
+  // Hard limits are at most the manager's (it may lack CAP_SYS_RESOURCE).
+  const std::string hard_nofile = std::to_string(std::min<rlim_t>(524288, nofile.rlim_max));
+  EXPECT_EQ(r.stdout_data, "1024\n" + hard_nofile + "\n0\n0\n8192\n8192\n0\n") << r.stderr_data;
+  // Raising past the hard limit fails inside: no core dumps, ever.
+  EXPECT_NE(Sh(*id, "ulimit -c unlimited").exit_code, 0);
 }
 
 // Opens each path with the given flags and prints "path ok" or "path ERRNO".
