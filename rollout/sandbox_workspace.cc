@@ -42,7 +42,7 @@ constexpr const char* kWorkDir = "/tmp/work";
 Result<std::unique_ptr<SandboxWorkspace>> SandboxWorkspace::Create(sandbox::Manager& manager,
                                                                    const sandbox::SandboxSpec& spec) {
   FR_ASSIGN_OR_RETURN(std::string id, manager.Create(spec));
-  std::unique_ptr<SandboxWorkspace> workspace(new SandboxWorkspace(manager, id));
+  std::unique_ptr<SandboxWorkspace> workspace(new SandboxWorkspace(manager, spec, id));
   sandbox::ExecRequest mkdir;
   mkdir.argv = {"/bin/mkdir", "-p", kWorkDir};
   mkdir.timeout = std::chrono::seconds(10);
@@ -55,8 +55,54 @@ Result<std::unique_ptr<SandboxWorkspace>> SandboxWorkspace::Create(sandbox::Mana
 }
 
 SandboxWorkspace::~SandboxWorkspace() {
+  if (destroyed_) return;
   Status destroyed = manager_.Destroy(id_);
   if (!destroyed.ok()) log::Error("sandbox destroy failed", {{"id", id_}, {"error", destroyed.message()}});
+}
+
+Result<std::unique_ptr<Workspace>> SandboxWorkspace::ForVerification() {
+  FR_RETURN_IF_ERROR(manager_.Freeze(id_));
+  auto snapshot = manager_.SnapshotFrozen(id_, kWorkDir);
+  destroyed_ = true;
+  // Before anything is judged: Destroy returns once the init is reaped, so
+  // no process of the agent's outlives it (one that does makes it fail).
+  if (Status s = manager_.Destroy(id_); !s.ok()) {
+    return Status::FailedPrecondition("the agent's sandbox " + id_ + " was not torn down: " + s.message());
+  }
+  if (!snapshot.ok()) return snapshot.status();
+  FR_ASSIGN_OR_RETURN(std::unique_ptr<SandboxWorkspace> fresh, Create(manager_, spec_));
+  FR_RETURN_IF_ERROR(fresh->Restore(*snapshot));
+  return std::unique_ptr<Workspace>(std::move(fresh));
+}
+
+Status SandboxWorkspace::Restore(const sandbox::TreeSnapshot& snapshot) {
+  // Directories and links in one exec (argv, no shell: names are the
+  // agent's), then each file through the files API with its mode.
+  std::vector<std::string> script = {"/bin/sh", "-c",
+                                     "cd " + std::string(kWorkDir) + " || exit 1; "
+                                     "while [ $# -gt 0 ]; do "
+                                     "if [ \"$1\" = d ]; then mkdir -p -- \"$2\" || exit 1; shift 2; "
+                                     "else ln -s -- \"$2\" \"$3\" || exit 1; shift 3; fi; done",
+                                     "restore"};
+  for (const sandbox::TreeEntry& e : snapshot.entries) {
+    if (e.kind == sandbox::TreeEntry::Kind::kDirectory) script.insert(script.end(), {"d", e.path});
+    if (e.kind == sandbox::TreeEntry::Kind::kSymlink) script.insert(script.end(), {"l", e.data, e.path});
+  }
+  if (script.size() > 4) {
+    sandbox::ExecRequest request;
+    request.argv = std::move(script);
+    request.timeout = std::chrono::seconds(30);
+    FR_ASSIGN_OR_RETURN(sandbox::ExecResult made, manager_.Exec(id_, request));
+    if (made.exit_code != 0) {
+      return Status::IoError("sandbox " + id_ + ": restoring the working directory's directories and links exited " +
+                             std::to_string(made.exit_code) + ": " + made.stderr_data);
+    }
+  }
+  for (const sandbox::TreeEntry& e : snapshot.entries) {
+    if (e.kind != sandbox::TreeEntry::Kind::kFile) continue;
+    FR_RETURN_IF_ERROR(manager_.PutFile(id_, std::string(kWorkDir) + "/" + e.path, e.data, e.mode));
+  }
+  return Status::Ok();
 }
 
 Status SandboxWorkspace::WriteFile(const std::string& path, const std::string& contents) {

@@ -668,6 +668,19 @@ Status Manager::Thaw(const std::string& id) {
   return Status::Ok();
 }
 
+Result<TreeSnapshot> Manager::SnapshotFrozen(const std::string& id, const std::string& path,
+                                             const SnapshotLimits& limits) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  // Held through the walk: nothing thaws the sandbox while it is copied.
+  std::lock_guard<std::mutex> lock(sb->mu);
+  if (sb->state != State::kFrozen) return Status::FailedPrecondition("sandbox " + id + ": snapshot of a sandbox that is not frozen");
+  FR_ASSIGN_OR_RETURN(FileTarget target, OpenFileTarget(sb->init.pid, sb->init.pidfd.get(),
+                                                        impl_->user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
+  auto snapshot = SnapshotTree(target.root.get(), path, limits);
+  if (!snapshot.ok()) return snapshot.status().Wrap("sandbox " + id);
+  return snapshot;
+}
+
 Status Manager::Destroy(const std::string& id) {
   FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
   return impl_->DestroySandbox(sb);
