@@ -60,6 +60,89 @@ SandboxWorkspace::~SandboxWorkspace() {
   if (!destroyed.ok()) log::Error("sandbox destroy failed", {{"id", id_}, {"error", destroyed.message()}});
 }
 
+namespace {
+
+// Where a verdict is taken: the agent's working directory as a snapshot in
+// memory, and a fresh sandbox of the agent's spec made from it only when a
+// check runs a command (an answer file is read from the snapshot: no
+// sandbox at all). Files the check writes before that go into the snapshot.
+class CopiedWorkspace : public Workspace {
+ public:
+  CopiedWorkspace(sandbox::Manager& manager, sandbox::SandboxSpec spec, sandbox::TreeSnapshot snapshot)
+      : manager_(manager), spec_(std::move(spec)), snapshot_(std::move(snapshot)) {}
+
+  Status WriteFile(const std::string& path, const std::string& contents) override {
+    FR_RETURN_IF_ERROR(CheckWorkspacePath(path));
+    if (sandbox_) return sandbox_->WriteFile(path, contents);
+    const std::string normal = Normal(path);
+    // The check's file wins over whatever the agent left on its way: a
+    // file or link where a directory goes is dropped, as is what was at
+    // `normal` (a whole tree, for a directory).
+    std::string parent;
+    for (size_t slash = normal.find('/'); slash != std::string::npos; slash = normal.find('/', slash + 1)) {
+      parent = normal.substr(0, slash);
+      const sandbox::TreeEntry* at = Find(parent);
+      if (at != nullptr && at->kind == sandbox::TreeEntry::Kind::kDirectory) continue;
+      Remove(parent);
+      snapshot_.entries.push_back({parent, sandbox::TreeEntry::Kind::kDirectory, 0755, ""});
+    }
+    Remove(normal);
+    snapshot_.entries.push_back({normal, sandbox::TreeEntry::Kind::kFile, 0644, contents});
+    return Status::Ok();
+  }
+
+  Result<std::string> ReadFile(const std::string& path) override {
+    FR_RETURN_IF_ERROR(CheckWorkspacePath(path));
+    if (sandbox_) return sandbox_->ReadFile(path);
+    const sandbox::TreeEntry* entry = Find(Normal(path));
+    if (entry == nullptr) return Status::NotFound("read " + path + ": no such file in the workspace");
+    if (entry->kind != sandbox::TreeEntry::Kind::kFile) return Status::InvalidArgument("read " + path + ": not a regular file");
+    return entry->data;
+  }
+
+  Result<ExecResult> Exec(const std::string& command, std::chrono::milliseconds timeout) override {
+    FR_RETURN_IF_ERROR(Materialize());
+    return sandbox_->Exec(command, timeout);
+  }
+
+  Result<std::unique_ptr<Workspace>> ForVerification() override {
+    FR_RETURN_IF_ERROR(Materialize());
+    return sandbox_->ForVerification();
+  }
+
+ private:
+  static std::string Normal(const std::string& path) {
+    return std::filesystem::path(path).lexically_normal().generic_string();
+  }
+
+  const sandbox::TreeEntry* Find(const std::string& path) const {
+    for (const sandbox::TreeEntry& e : snapshot_.entries) {
+      if (e.path == path) return &e;
+    }
+    return nullptr;
+  }
+
+  // Drops `path` and everything beneath it.
+  void Remove(const std::string& path) {
+    std::erase_if(snapshot_.entries, [&](const sandbox::TreeEntry& e) {
+      return e.path == path || e.path.starts_with(path + "/");
+    });
+  }
+
+  Status Materialize() {
+    if (sandbox_) return Status::Ok();
+    FR_ASSIGN_OR_RETURN(sandbox_, SandboxWorkspace::Create(manager_, spec_));
+    return manager_.RestoreSnapshot(sandbox_->id(), kWorkDir, snapshot_);
+  }
+
+  sandbox::Manager& manager_;
+  const sandbox::SandboxSpec spec_;
+  sandbox::TreeSnapshot snapshot_;
+  std::unique_ptr<SandboxWorkspace> sandbox_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<Workspace>> SandboxWorkspace::ForVerification() {
   FR_RETURN_IF_ERROR(manager_.Freeze(id_));
   auto snapshot = manager_.SnapshotFrozen(id_, kWorkDir);
@@ -70,39 +153,7 @@ Result<std::unique_ptr<Workspace>> SandboxWorkspace::ForVerification() {
     return Status::FailedPrecondition("the agent's sandbox " + id_ + " was not torn down: " + s.message());
   }
   if (!snapshot.ok()) return snapshot.status();
-  FR_ASSIGN_OR_RETURN(std::unique_ptr<SandboxWorkspace> fresh, Create(manager_, spec_));
-  FR_RETURN_IF_ERROR(fresh->Restore(*snapshot));
-  return std::unique_ptr<Workspace>(std::move(fresh));
-}
-
-Status SandboxWorkspace::Restore(const sandbox::TreeSnapshot& snapshot) {
-  // Directories and links in one exec (argv, no shell: names are the
-  // agent's), then each file through the files API with its mode.
-  std::vector<std::string> script = {"/bin/sh", "-c",
-                                     "cd " + std::string(kWorkDir) + " || exit 1; "
-                                     "while [ $# -gt 0 ]; do "
-                                     "if [ \"$1\" = d ]; then mkdir -p -- \"$2\" || exit 1; shift 2; "
-                                     "else ln -s -- \"$2\" \"$3\" || exit 1; shift 3; fi; done",
-                                     "restore"};
-  for (const sandbox::TreeEntry& e : snapshot.entries) {
-    if (e.kind == sandbox::TreeEntry::Kind::kDirectory) script.insert(script.end(), {"d", e.path});
-    if (e.kind == sandbox::TreeEntry::Kind::kSymlink) script.insert(script.end(), {"l", e.data, e.path});
-  }
-  if (script.size() > 4) {
-    sandbox::ExecRequest request;
-    request.argv = std::move(script);
-    request.timeout = std::chrono::seconds(30);
-    FR_ASSIGN_OR_RETURN(sandbox::ExecResult made, manager_.Exec(id_, request));
-    if (made.exit_code != 0) {
-      return Status::IoError("sandbox " + id_ + ": restoring the working directory's directories and links exited " +
-                             std::to_string(made.exit_code) + ": " + made.stderr_data);
-    }
-  }
-  for (const sandbox::TreeEntry& e : snapshot.entries) {
-    if (e.kind != sandbox::TreeEntry::Kind::kFile) continue;
-    FR_RETURN_IF_ERROR(manager_.PutFile(id_, std::string(kWorkDir) + "/" + e.path, e.data, e.mode));
-  }
-  return Status::Ok();
+  return std::unique_ptr<Workspace>(new CopiedWorkspace(manager_, spec_, std::move(*snapshot)));
 }
 
 Status SandboxWorkspace::WriteFile(const std::string& path, const std::string& contents) {

@@ -7,10 +7,12 @@
 // ForVerification ends the agent's part: it freezes the sandbox (no process
 // of the agent's runs from then on), copies /tmp/work out of it
 // (sandbox/tree_snapshot.h), destroys it (the cgroup is killed and the init
-// reaped: every process the agent started is gone) and creates a fresh
-// sandbox of the same spec with the copy at /tmp/work. Nothing else the agent
-// changed comes along: not a patched test runner or library elsewhere in its
-// writable root, not its home directory, not a process it left behind.
+// reaped: every process the agent started is gone) and returns a workspace
+// over that copy: files are read from it in memory; the first command
+// creates a fresh sandbox of the same spec with the copy at /tmp/work.
+// Nothing else the agent changed comes along: not a patched test runner or
+// library elsewhere in its writable root, not its home directory, not a
+// process it left behind.
 //
 // Thread safety: one thread at a time per workspace; the Manager is shared.
 #pragma once
@@ -46,8 +48,6 @@ class SandboxWorkspace : public Workspace {
  private:
   SandboxWorkspace(sandbox::Manager& manager, sandbox::SandboxSpec spec, std::string id)
       : manager_(manager), spec_(std::move(spec)), id_(std::move(id)) {}
-  // Writes `snapshot` into the working directory (empty, just made).
-  Status Restore(const sandbox::TreeSnapshot& snapshot);
 
   sandbox::Manager& manager_;
   const sandbox::SandboxSpec spec_;

@@ -681,6 +681,17 @@ Result<TreeSnapshot> Manager::SnapshotFrozen(const std::string& id, const std::s
   return snapshot;
 }
 
+Status Manager::RestoreSnapshot(const std::string& id, const std::string& path, const TreeSnapshot& snapshot) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
+  FR_ASSIGN_OR_RETURN(FileTarget target, OpenFileTarget(sb->init.pid, sb->init.pidfd.get(),
+                                                        impl_->user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
+  const uid_t uid = impl_->user_namespace ? ::geteuid() : sb->ids.range().base;
+  const gid_t gid = impl_->user_namespace ? ::getegid() : sb->ids.range().base;
+  return RestoreTree(target.root.get(), path, snapshot, uid, gid).Wrap("sandbox " + id);
+}
+
 Status Manager::Destroy(const std::string& id) {
   FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
   return impl_->DestroySandbox(sb);

@@ -203,6 +203,10 @@ class Manager {
   // SnapshotTree's errors otherwise.
   Result<TreeSnapshot> SnapshotFrozen(const std::string& id, const std::string& path,
                                       const SnapshotLimits& limits = SnapshotLimits());
+  // Writes `snapshot` into the empty directory `path` of a running sandbox,
+  // owned by its root user (RestoreTree, tree_snapshot.h): for a fresh
+  // sandbox, one none of the snapshot's processes ever ran in.
+  Status RestoreSnapshot(const std::string& id, const std::string& path, const TreeSnapshot& snapshot);
 
   // Kills everything, removes the cgroups; works from any state. kNotFound
   // for an unknown (or already destroyed) id. When the teardown fails (e.g.

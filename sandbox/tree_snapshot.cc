@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <climits>
 
 #include "sandbox/unique_fd.h"
@@ -143,22 +144,76 @@ class Walker {
   TreeSnapshot snapshot_;
 };
 
-}  // namespace
-
-Result<TreeSnapshot> SnapshotTree(int root_fd, const std::string& path, const SnapshotLimits& limits) {
-  if (path.empty() || path[0] != '/') return Status::InvalidArgument("snapshot path '" + path + "' is not absolute");
+// Opens the directory `path` beneath `root_fd`, no symlink on the way.
+Result<UniqueFd> OpenTop(int root_fd, const std::string& path) {
+  if (path.empty() || path[0] != '/') return Status::InvalidArgument("tree path '" + path + "' is not absolute");
   open_how how{};
   how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   const std::string relative = path.substr(1);
   UniqueFd top(static_cast<int>(::syscall(SYS_openat2, root_fd, relative.empty() ? "." : relative.c_str(), &how, sizeof(how))));
   if (!top.valid()) {
-    if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound("snapshot of " + path + ": no such directory");
+    if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound(path + ": no such directory");
     return Status::FromErrno(errno, "open " + path);
   }
-  FR_ASSIGN_OR_RETURN(const uint64_t mount, MountOf(top.get(), path));
+  return top;
+}
+
+}  // namespace
+
+Status RestoreTree(int root_fd, const std::string& path, const TreeSnapshot& snapshot, uid_t uid, gid_t gid) {
+  FR_ASSIGN_OR_RETURN(UniqueFd top, OpenTop(root_fd, path));
+  // The directories made so far, by path: every entry is made relative to
+  // its parent's descriptor, one that this function opened on what it made.
+  std::map<std::string, UniqueFd> dirs;
+  for (const TreeEntry& e : snapshot.entries) {
+    const size_t slash = e.path.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : e.path.substr(0, slash);
+    const std::string name = slash == std::string::npos ? e.path : e.path.substr(slash + 1);
+    int at = top.get();
+    if (!parent.empty()) {
+      auto found = dirs.find(parent);
+      if (found == dirs.end()) return Status::InvalidArgument("restore " + e.path + ": its directory is not in the snapshot before it");
+      at = found->second.get();
+    }
+    if (name.empty() || name == "." || name == "..") return Status::InvalidArgument("restore '" + e.path + "': not a plain name");
+    const std::string what = "restore " + path + "/" + e.path;
+    switch (e.kind) {
+      case TreeEntry::Kind::kDirectory: {
+        if (::mkdirat(at, name.c_str(), 0700) != 0) return Status::FromErrno(errno, what);
+        UniqueFd made(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!made.valid()) return Status::FromErrno(errno, what);
+        if (::fchown(made.get(), uid, gid) != 0 || ::fchmod(made.get(), e.mode) != 0) return Status::FromErrno(errno, what);
+        dirs.emplace(e.path, std::move(made));
+        break;
+      }
+      case TreeEntry::Kind::kSymlink:
+        if (::symlinkat(e.data.c_str(), at, name.c_str()) != 0) return Status::FromErrno(errno, what);
+        if (::fchownat(at, name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) return Status::FromErrno(errno, what);
+        break;
+      case TreeEntry::Kind::kFile: {
+        UniqueFd file(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        if (!file.valid()) return Status::FromErrno(errno, what);
+        for (size_t done = 0; done < e.data.size();) {
+          const ssize_t n = ::write(file.get(), e.data.data() + done, e.data.size() - done);
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0) return Status::FromErrno(errno, what);
+          done += static_cast<size_t>(n);
+        }
+        if (::fchown(file.get(), uid, gid) != 0 || ::fchmod(file.get(), e.mode) != 0) return Status::FromErrno(errno, what);
+        break;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<TreeSnapshot> SnapshotTree(int root_fd, const std::string& path, const SnapshotLimits& limits) {
+  auto top = OpenTop(root_fd, path);
+  if (!top.ok()) return top.status().Wrap("snapshot");
+  FR_ASSIGN_OR_RETURN(const uint64_t mount, MountOf(top->get(), path));
   Walker walker(limits, mount);
-  if (Status s = walker.Walk(top.get(), ""); !s.ok()) return s.Wrap("snapshot of " + path);
+  if (Status s = walker.Walk(top->get(), ""); !s.ok()) return s.Wrap("snapshot of " + path);
   return walker.Take();
 }
 

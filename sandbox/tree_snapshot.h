@@ -14,6 +14,15 @@
 // is looked at with O_PATH and fstat before it is opened, and the open is
 // checked against that inode.
 //
+// RestoreTree writes a snapshot back, into an empty directory of a sandbox
+// that none of the snapshot's processes ever ran in (a fresh one): from the
+// manager's process again, each entry made relative to its parent's
+// descriptor (mkdirat, openat O_CREAT | O_EXCL | O_NOFOLLOW, symlinkat) and
+// given to the sandbox's root user, so no link in the snapshot is ever
+// followed (nothing of a snapshot lies beneath a link) and nothing outside
+// the directory is touched. Microseconds an entry, where the files API
+// costs a helper process each.
+//
 // Thread safety: plain functions.
 #pragma once
 
@@ -51,5 +60,12 @@ struct SnapshotLimits {
 // directory there; kResourceExhausted naming the limit when the tree holds
 // more bytes or entries than `limits`; the failed call otherwise.
 Result<TreeSnapshot> SnapshotTree(int root_fd, const std::string& path, const SnapshotLimits& limits);
+
+// Writes `snapshot` into the empty directory `path` beneath `root_fd`,
+// every entry owned by `uid`:`gid` (host ids). kNotFound when `path` is no
+// directory; kInvalidArgument for an entry whose parent is not in the
+// snapshot before it; the failed call otherwise (EEXIST included: the
+// directory was not empty).
+Status RestoreTree(int root_fd, const std::string& path, const TreeSnapshot& snapshot, uid_t uid, gid_t gid);
 
 }  // namespace flashroll::sandbox
