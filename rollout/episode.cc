@@ -63,6 +63,20 @@ std::optional<std::string> Interrupted(const EpisodeOptions& options) {
   return std::nullopt;
 }
 
+// The verdict on `task`'s outcome. A check that reads the workspace runs in
+// the one ForVerification returns, after every process of the agent's is
+// gone; a working directory too large to copy fails the task (the agent
+// filled it), any other failure there is the machinery's.
+Result<Verdict> Judge(const Task& task, const std::string& final_answer, Workspace& workspace) {
+  if (!VerdictReadsWorkspace(task)) return VerifyTask(task, final_answer, workspace);
+  auto checked = workspace.ForVerification();
+  if (!checked.ok() && checked.status().code() == Code::kResourceExhausted) {
+    return Verdict{false, "the working directory could not be copied for the check: " + checked.status().message()};
+  }
+  if (!checked.ok()) return checked.status().Wrap("episode " + task.id + ": verification");
+  return VerifyTask(task, final_answer, **checked);
+}
+
 }  // namespace
 
 Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
@@ -170,10 +184,12 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
     episode.turns.push_back(std::move(turn));
   }
   const auto verify_start = std::chrono::steady_clock::now();
-  episode.verdict = episode.answered || !task.answer_file.empty()
-                        ? VerifyTask(task, episode.final_answer, workspace)
-                        : Verdict{false, "no answer (" + episode.stop_reason + ")" +
-                                             (episode.verdict.reason.empty() ? "" : ": " + episode.verdict.reason)};
+  if (episode.answered || !task.answer_file.empty()) {
+    FR_ASSIGN_OR_RETURN(episode.verdict, Judge(task, episode.final_answer, workspace));
+  } else {
+    episode.verdict = {false, "no answer (" + episode.stop_reason + ")" +
+                                  (episode.verdict.reason.empty() ? "" : ": " + episode.verdict.reason)};
+  }
   if (!episode.answered && episode.verdict.success) {
     // A file task whose file is right still needs the agent to finish.
     episode.verdict = {false, "the file is right but the agent did not answer (" + episode.stop_reason + ")"};

@@ -77,7 +77,10 @@ struct Episode {
 };
 
 // Runs one episode of `task` in `workspace` (prepared here with the task's
-// files) with turns from `policy`. Errors only for failures of the
+// files) with turns from `policy`. A verdict that reads the workspace is
+// taken in workspace.ForVerification() (tasks/workspace.h): after every
+// process of the agent's is gone, over a copy of its working directory;
+// `workspace` is not usable afterwards. Errors only for failures of the
 // machinery (policy, workspace), naming the task and turn; a badly
 // formatted turn ends the episode with verdict.success false.
 Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,

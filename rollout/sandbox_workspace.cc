@@ -42,7 +42,7 @@ constexpr const char* kWorkDir = "/tmp/work";
 Result<std::unique_ptr<SandboxWorkspace>> SandboxWorkspace::Create(sandbox::Manager& manager,
                                                                    const sandbox::SandboxSpec& spec) {
   FR_ASSIGN_OR_RETURN(std::string id, manager.Create(spec));
-  std::unique_ptr<SandboxWorkspace> workspace(new SandboxWorkspace(manager, id));
+  std::unique_ptr<SandboxWorkspace> workspace(new SandboxWorkspace(manager, spec, id));
   sandbox::ExecRequest mkdir;
   mkdir.argv = {"/bin/mkdir", "-p", kWorkDir};
   mkdir.timeout = std::chrono::seconds(10);
@@ -55,8 +55,105 @@ Result<std::unique_ptr<SandboxWorkspace>> SandboxWorkspace::Create(sandbox::Mana
 }
 
 SandboxWorkspace::~SandboxWorkspace() {
+  if (destroyed_) return;
   Status destroyed = manager_.Destroy(id_);
   if (!destroyed.ok()) log::Error("sandbox destroy failed", {{"id", id_}, {"error", destroyed.message()}});
+}
+
+namespace {
+
+// Where a verdict is taken: the agent's working directory as a snapshot in
+// memory, and a fresh sandbox of the agent's spec made from it only when a
+// check runs a command (an answer file is read from the snapshot: no
+// sandbox at all). Files the check writes before that go into the snapshot.
+class CopiedWorkspace : public Workspace {
+ public:
+  CopiedWorkspace(sandbox::Manager& manager, sandbox::SandboxSpec spec, sandbox::TreeSnapshot snapshot)
+      : manager_(manager), spec_(std::move(spec)), snapshot_(std::move(snapshot)) {}
+
+  Status WriteFile(const std::string& path, const std::string& contents) override {
+    FR_RETURN_IF_ERROR(CheckWorkspacePath(path));
+    if (sandbox_) return sandbox_->WriteFile(path, contents);
+    const std::string normal = Normal(path);
+    // The check's file wins over whatever the agent left on its way: a
+    // file or link where a directory goes is dropped, as is what was at
+    // `normal` (a whole tree, for a directory).
+    std::string parent;
+    for (size_t slash = normal.find('/'); slash != std::string::npos; slash = normal.find('/', slash + 1)) {
+      parent = normal.substr(0, slash);
+      const sandbox::TreeEntry* at = Find(parent);
+      if (at != nullptr && at->kind == sandbox::TreeEntry::Kind::kDirectory) continue;
+      Remove(parent);
+      snapshot_.entries.push_back({parent, sandbox::TreeEntry::Kind::kDirectory, 0755, ""});
+    }
+    Remove(normal);
+    snapshot_.entries.push_back({normal, sandbox::TreeEntry::Kind::kFile, 0644, contents});
+    return Status::Ok();
+  }
+
+  Result<std::string> ReadFile(const std::string& path) override {
+    FR_RETURN_IF_ERROR(CheckWorkspacePath(path));
+    if (sandbox_) return sandbox_->ReadFile(path);
+    const sandbox::TreeEntry* entry = Find(Normal(path));
+    if (entry == nullptr) return Status::NotFound("read " + path + ": no such file in the workspace");
+    if (entry->kind != sandbox::TreeEntry::Kind::kFile) return Status::InvalidArgument("read " + path + ": not a regular file");
+    return entry->data;
+  }
+
+  Result<ExecResult> Exec(const std::string& command, std::chrono::milliseconds timeout) override {
+    FR_RETURN_IF_ERROR(Materialize());
+    return sandbox_->Exec(command, timeout);
+  }
+
+  Result<std::unique_ptr<Workspace>> ForVerification() override {
+    FR_RETURN_IF_ERROR(Materialize());
+    return sandbox_->ForVerification();
+  }
+
+ private:
+  static std::string Normal(const std::string& path) {
+    return std::filesystem::path(path).lexically_normal().generic_string();
+  }
+
+  const sandbox::TreeEntry* Find(const std::string& path) const {
+    for (const sandbox::TreeEntry& e : snapshot_.entries) {
+      if (e.path == path) return &e;
+    }
+    return nullptr;
+  }
+
+  // Drops `path` and everything beneath it.
+  void Remove(const std::string& path) {
+    std::erase_if(snapshot_.entries, [&](const sandbox::TreeEntry& e) {
+      return e.path == path || e.path.starts_with(path + "/");
+    });
+  }
+
+  Status Materialize() {
+    if (sandbox_) return Status::Ok();
+    FR_ASSIGN_OR_RETURN(sandbox_, SandboxWorkspace::Create(manager_, spec_));
+    return manager_.RestoreSnapshot(sandbox_->id(), kWorkDir, snapshot_);
+  }
+
+  sandbox::Manager& manager_;
+  const sandbox::SandboxSpec spec_;
+  sandbox::TreeSnapshot snapshot_;
+  std::unique_ptr<SandboxWorkspace> sandbox_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Workspace>> SandboxWorkspace::ForVerification() {
+  FR_RETURN_IF_ERROR(manager_.Freeze(id_));
+  auto snapshot = manager_.SnapshotFrozen(id_, kWorkDir);
+  destroyed_ = true;
+  // Before anything is judged: Destroy returns once the init is reaped, so
+  // no process of the agent's outlives it (one that does makes it fail).
+  if (Status s = manager_.Destroy(id_); !s.ok()) {
+    return Status::FailedPrecondition("the agent's sandbox " + id_ + " was not torn down: " + s.message());
+  }
+  if (!snapshot.ok()) return snapshot.status();
+  return std::unique_ptr<Workspace>(new CopiedWorkspace(manager_, spec_, std::move(*snapshot)));
 }
 
 Status SandboxWorkspace::WriteFile(const std::string& path, const std::string& contents) {

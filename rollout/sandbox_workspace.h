@@ -4,6 +4,16 @@
 // rules let the agent write there); the sandbox is created here and
 // destroyed with the workspace.
 //
+// ForVerification ends the agent's part: it freezes the sandbox (no process
+// of the agent's runs from then on), copies /tmp/work out of it
+// (sandbox/tree_snapshot.h), destroys it (the cgroup is killed and the init
+// reaped: every process the agent started is gone) and returns a workspace
+// over that copy: files are read from it in memory; the first command
+// creates a fresh sandbox of the same spec with the copy at /tmp/work.
+// Nothing else the agent changed comes along: not a patched test runner or
+// library elsewhere in its writable root, not its home directory, not a
+// process it left behind.
+//
 // Thread safety: one thread at a time per workspace; the Manager is shared.
 #pragma once
 
@@ -31,14 +41,18 @@ class SandboxWorkspace : public Workspace {
   Status WriteFile(const std::string& path, const std::string& contents) override;
   Result<std::string> ReadFile(const std::string& path) override;
   Result<ExecResult> Exec(const std::string& command, std::chrono::milliseconds timeout) override;
+  Result<std::unique_ptr<Workspace>> ForVerification() override;
 
   const std::string& id() const { return id_; }
 
  private:
-  SandboxWorkspace(sandbox::Manager& manager, std::string id) : manager_(manager), id_(std::move(id)) {}
+  SandboxWorkspace(sandbox::Manager& manager, sandbox::SandboxSpec spec, std::string id)
+      : manager_(manager), spec_(std::move(spec)), id_(std::move(id)) {}
 
   sandbox::Manager& manager_;
+  const sandbox::SandboxSpec spec_;
   std::string id_;
+  bool destroyed_ = false;  // by ForVerification
 };
 
 }  // namespace flashroll

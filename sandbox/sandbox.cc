@@ -668,6 +668,30 @@ Status Manager::Thaw(const std::string& id) {
   return Status::Ok();
 }
 
+Result<TreeSnapshot> Manager::SnapshotFrozen(const std::string& id, const std::string& path,
+                                             const SnapshotLimits& limits) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  // Held through the walk: nothing thaws the sandbox while it is copied.
+  std::lock_guard<std::mutex> lock(sb->mu);
+  if (sb->state != State::kFrozen) return Status::FailedPrecondition("sandbox " + id + ": snapshot of a sandbox that is not frozen");
+  FR_ASSIGN_OR_RETURN(FileTarget target, OpenFileTarget(sb->init.pid, sb->init.pidfd.get(),
+                                                        impl_->user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
+  auto snapshot = SnapshotTree(target.root.get(), path, limits);
+  if (!snapshot.ok()) return snapshot.status().Wrap("sandbox " + id);
+  return snapshot;
+}
+
+Status Manager::RestoreSnapshot(const std::string& id, const std::string& path, const TreeSnapshot& snapshot) {
+  FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  std::lock_guard<std::mutex> lock(sb->mu);
+  FR_RETURN_IF_ERROR(CheckVerb(sb->state, Verb::kFiles, id));
+  FR_ASSIGN_OR_RETURN(FileTarget target, OpenFileTarget(sb->init.pid, sb->init.pidfd.get(),
+                                                        impl_->user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
+  const uid_t uid = impl_->user_namespace ? ::geteuid() : sb->ids.range().base;
+  const gid_t gid = impl_->user_namespace ? ::getegid() : sb->ids.range().base;
+  return RestoreTree(target.root.get(), path, snapshot, uid, gid).Wrap("sandbox " + id);
+}
+
 Status Manager::Destroy(const std::string& id) {
   FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
   return impl_->DestroySandbox(sb);

@@ -39,6 +39,7 @@
 #include "sandbox/reaper.h"
 #include "sandbox/spec.h"
 #include "sandbox/state.h"
+#include "sandbox/tree_snapshot.h"
 
 namespace flashroll::sandbox {
 
@@ -196,6 +197,16 @@ class Manager {
   // Freeze stops every process of the sandbox; Thaw resumes them.
   Status Freeze(const std::string& id);
   Status Thaw(const std::string& id);
+  // Copies the tree at `path` (absolute, inside the sandbox) of a frozen
+  // sandbox (tree_snapshot.h): what its processes left there, taken while
+  // none of them can run or change it. kFailedPrecondition unless frozen;
+  // SnapshotTree's errors otherwise.
+  Result<TreeSnapshot> SnapshotFrozen(const std::string& id, const std::string& path,
+                                      const SnapshotLimits& limits = SnapshotLimits());
+  // Writes `snapshot` into the empty directory `path` of a running sandbox,
+  // owned by its root user (RestoreTree, tree_snapshot.h): for a fresh
+  // sandbox, one none of the snapshot's processes ever ran in.
+  Status RestoreSnapshot(const std::string& id, const std::string& path, const TreeSnapshot& snapshot);
 
   // Kills everything, removes the cgroups; works from any state. kNotFound
   // for an unknown (or already destroyed) id. When the teardown fails (e.g.

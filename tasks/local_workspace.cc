@@ -50,6 +50,15 @@ LocalWorkspace::~LocalWorkspace() {
   std::filesystem::remove_all(dir_, ignored);
 }
 
+Result<std::unique_ptr<Workspace>> LocalWorkspace::ForVerification() {
+  FR_ASSIGN_OR_RETURN(std::unique_ptr<LocalWorkspace> copy, Create());
+  std::error_code ec;
+  std::filesystem::copy(dir_, copy->dir_,
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks, ec);
+  if (ec) return Status::IoError("copy " + dir_ + " to " + copy->dir_ + ": " + ec.message());
+  return std::unique_ptr<Workspace>(std::move(copy));
+}
+
 Result<std::string> LocalWorkspace::Resolve(const std::string& path) const {
   FR_RETURN_IF_ERROR(CheckWorkspacePath(path));
   return dir_ + "/" + path;

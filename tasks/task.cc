@@ -6,6 +6,10 @@
 
 namespace flashroll {
 
+bool VerdictReadsWorkspace(const Task& task) {
+  return !task.answer_file.empty() || task.check.kind == "python" || task.check.kind == "tests";
+}
+
 Verdict VerifyTask(const Task& task, const std::string& final_answer, Workspace& workspace) {
   std::string got = final_answer;
   if (!task.answer_file.empty()) {

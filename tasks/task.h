@@ -28,11 +28,6 @@ namespace flashroll {
 constexpr int kMaxDifficulty = 10;
 constexpr int kDemonstrationMaxDifficulty = 5;
 
-struct TaskFile {
-  std::string path;  // relative to the working directory
-  std::string contents;
-};
-
 // The sandbox a task asks for, over the job's: a built-in image by name
 // (never a host path), limits and network. Unset fields keep the job's.
 struct TaskEnvironment {
@@ -49,7 +44,7 @@ struct Task {
   std::string id;           // "<family>-<seed>", names this instance everywhere
   int difficulty = 1;       // 1 (easiest) .. kMaxDifficulty
   std::string prompt;       // the user's message
-  std::vector<TaskFile> files;
+  std::vector<TaskFile> files;     // the agent sees and may change these
   std::vector<std::string> setup;  // shell commands run in the sandbox before the agent starts
   std::string answer;       // the expected final answer or file contents (exact)
   std::string answer_file;  // when set, the answer is read from this file, not the final message
@@ -78,6 +73,10 @@ class TaskFamily {
   // The final answer an expert gives after the steps, from their outputs.
   virtual std::string FinalAnswer(const Task& task, const std::vector<std::string>& outputs) const = 0;
 };
+
+// Whether judging `task` reads its workspace (an answer file, or a check
+// that runs code); when not, the final message alone decides.
+bool VerdictReadsWorkspace(const Task& task);
 
 // Checks an outcome: the final answer (or the task's answer_file read from
 // `workspace`) under the task's check (verifier.h).

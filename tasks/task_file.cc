@@ -33,7 +33,8 @@ Schema TaskSchema() {
                                 .Optional("script", Schema::String())
                                 .Optional("test_command", Schema::String())
                                 .Optional("fail_to_pass", Schema::List(Schema::String()))
-                                .Optional("pass_to_pass", Schema::List(Schema::String())));
+                                .Optional("pass_to_pass", Schema::List(Schema::String()))
+                                .Optional("files", Schema::List(Schema::Map().Required("path", Schema::String()).Required("contents", Schema::String()))));
 }
 
 // A JSON Lines file as one YAML flow sequence whose items sit on the lines
@@ -99,6 +100,14 @@ Status CheckTask(const ConfigFile& file, const YAML::Node& node, const std::stri
     c.test_command = ReadString(v, "test_command", "");
     if (v["fail_to_pass"].IsDefined()) c.fail_to_pass = ReadStringList(v, "fail_to_pass");
     if (v["pass_to_pass"].IsDefined()) c.pass_to_pass = ReadStringList(v, "pass_to_pass");
+    if (const YAML::Node files = v["files"]; files.IsDefined()) {
+      for (size_t i = 0; i < files.size(); ++i) {
+        TaskFile f{ReadString(files[i], "path", ""), ReadString(files[i], "contents", "")};
+        const std::string field = "verifier.files[" + std::to_string(i) + "].path";
+        if (Status s = CheckWorkspacePath(f.path); !s.ok()) return error(files[i]["path"], field, s.message());
+        c.files.push_back(std::move(f));
+      }
+    }
   }
   const YAML::Node at = v.IsDefined() ? v : node;
   if (c.kind == "exact" && !node["answer"].IsDefined()) return error(node["answer"], "answer", "required by the exact verifier");
@@ -110,6 +119,9 @@ Status CheckTask(const ConfigFile& file, const YAML::Node& node, const std::stri
     } catch (const std::regex_error& e) {
       return error(v["pattern"], "verifier.pattern", std::string("not a valid ECMAScript regex: ") + e.what());
     }
+  }
+  if (!c.files.empty() && c.kind != "python" && c.kind != "tests") {
+    return error(v["files"], "verifier.files", "only the python and tests verifiers run with files of their own");
   }
   if (c.kind == "python" && c.script.empty()) return error(at["script"], "verifier.script", "required by the python verifier");
   if (c.kind == "tests") {

@@ -10,7 +10,10 @@
 //   answer: "42"                       # the exact verifier's expected answer
 //   answer_file: out.txt               # optional: judge this file, not the final message
 //   verifier: {kind: exact, tolerance: 1e-6}   # or regex {pattern}, python {script},
-//                                              # tests {test_command, fail_to_pass, pass_to_pass}
+//                                              # tests {test_command, fail_to_pass, pass_to_pass};
+//                                              # python and tests take files: [{path, contents}],
+//                                              # the check's own (tests, runner scripts), written
+//                                              # over the agent's copy only when the check runs
 //   environment: {image: busybox, memory: 128M, pids: 32, cpus: 0.5,
 //                 net: policy, allow: ["10.0.0.7:443"]}   # over the job's sandbox;
 //                                              # images by built-in name only

@@ -29,6 +29,11 @@ TaskRecord ToTaskRecord(const Task& task) {
   if (!c.test_command.empty()) verifier["test_command"] = c.test_command;
   if (!c.fail_to_pass.empty()) verifier["fail_to_pass"] = c.fail_to_pass;
   if (!c.pass_to_pass.empty()) verifier["pass_to_pass"] = c.pass_to_pass;
+  if (!c.files.empty()) {
+    nlohmann::json check_files = nlohmann::json::array();
+    for (const TaskFile& f : c.files) check_files.push_back({{"path", f.path}, {"contents", f.contents}});
+    verifier["files"] = check_files;
+  }
   return {problem.dump(), verifier.dump()};
 }
 
@@ -76,6 +81,15 @@ Result<Task> FromTaskRecord(const std::string& family, const std::string& id, co
   FR_RETURN_IF_ERROR(string_list(verifier, "verifier", "fail_to_pass", &task.check.fail_to_pass));
   FR_RETURN_IF_ERROR(string_list(verifier, "verifier", "pass_to_pass", &task.check.pass_to_pass));
   FR_RETURN_IF_ERROR(string_list(problem, "problem", "setup", &task.setup));
+  if (verifier.contains("files")) {
+    if (!verifier["files"].is_array()) return Status::Corruption(what + ": verifier.files is not a list");
+    for (const nlohmann::json& f : verifier["files"]) {
+      TaskFile file;
+      FR_RETURN_IF_ERROR(string_field(f, "verifier.files[]", "path", &file.path));
+      FR_RETURN_IF_ERROR(string_field(f, "verifier.files[]", "contents", &file.contents));
+      task.check.files.push_back(std::move(file));
+    }
+  }
   if (problem.contains("environment")) {
     const nlohmann::json& e = problem["environment"];
     if (!e.is_object()) return Status::Corruption(what + ": problem.environment is not an object");

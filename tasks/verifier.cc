@@ -1,5 +1,6 @@
 #include "tasks/verifier.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -64,8 +65,39 @@ std::string RunCheck(Workspace& workspace, const std::string& command, const std
   return "";
 }
 
+// The check's own files, over whatever the agent left at their paths.
+Status WriteCheckFiles(const TaskCheck& check, Workspace& workspace) {
+  for (const TaskFile& file : check.files) FR_RETURN_IF_ERROR(workspace.WriteFile(file.path, file.contents));
+  return Status::Ok();
+}
+
+// Prints the working directory's modules that would shadow one of the
+// image's Python (a planted unittest.py, pytest.py, ...): a NAME.py,
+// NAME.pyc, NAME.*.so or NAME/ package (a directory with __init__.py) in a
+// directory that is not itself inside a package (any such directory may be
+// on sys.path: the working directory for `python3 -m`, a test's directory
+// for pytest), where an isolated python3 (-I: the working directory is not
+// on its path) finds a module NAME. Nothing without python3 in the image.
+constexpr char kShadowingModules[] = R"(command -v python3 >/dev/null || exit 0
+exec python3 -I -c '
+import importlib.util, os
+def candidates():
+    for top, dirs, files in os.walk("."):
+        packages = [d for d in dirs if os.path.isfile(os.path.join(top, d, "__init__.py"))]
+        for d in packages:
+            yield os.path.join(top, d), d
+        dirs[:] = [d for d in dirs if d not in packages]
+        for f in files:
+            stem, dot, rest = f.partition(".")
+            if rest in ("py", "pyc") or (dot and f.endswith(".so")):
+                yield os.path.join(top, f), stem
+for path, name in candidates():
+    if name.isidentifier() and importlib.util.find_spec(name) is not None:
+        print(path[2:])
+')";
+
 Verdict VerifyPython(const TaskCheck& check, const std::string& got, Workspace& workspace) {
-  // Written by the verifier after the episode, over whatever the agent left there.
+  if (Status s = WriteCheckFiles(check, workspace); !s.ok()) return {false, s.ToString()};
   if (Status s = workspace.WriteFile(".flashroll-check.py", check.script); !s.ok()) return {false, s.ToString()};
   if (Status s = workspace.WriteFile(".flashroll-answer", got); !s.ok()) return {false, s.ToString()};
   std::string failure = RunCheck(workspace, "python3 -I .flashroll-check.py < .flashroll-answer", "python check");
@@ -73,6 +105,16 @@ Verdict VerifyPython(const TaskCheck& check, const std::string& got, Workspace& 
 }
 
 Verdict VerifyTests(const TaskCheck& check, Workspace& workspace) {
+  if (Status s = WriteCheckFiles(check, workspace); !s.ok()) return {false, s.ToString()};
+  auto shadowing = workspace.Exec(kShadowingModules, kCheckTimeout);
+  if (!shadowing.ok()) return {false, "looking for planted modules: " + shadowing.status().ToString()};
+  if (shadowing->exit_code != 0) return {false, "looking for planted modules: exit " + std::to_string(shadowing->exit_code)};
+  std::string planted(TrimWhitespace(shadowing->stdout_text));
+  std::replace(planted.begin(), planted.end(), '\n', ' ');
+  if (!planted.empty()) {
+    return {false, "the working directory holds modules named like the image's Python's (" + Shown(planted) +
+                       "): they would stand in for the real ones; the tests were not run"};
+  }
   const std::pair<const char*, const std::vector<std::string>*> lists[] = {{"fail_to_pass", &check.fail_to_pass},
                                                                             {"pass_to_pass", &check.pass_to_pass}};
   for (const auto& [name, list] : lists) {

@@ -10,9 +10,19 @@
 //           agent left in the working directory are not imported);
 //   tests   `test_command` runs once per test id (the id appended, shell-
 //           quoted) in the sandbox: every fail_to_pass and every
-//           pass_to_pass test must exit 0.
-// Checks that run code run in the same sandbox as the agent, never on the
-// host.
+//           pass_to_pass test must exit 0. Before any runs, a module in the
+//           working directory named like one the image's Python provides
+//           (a unittest.py, pytest.py or a package of that name, in any
+//           directory that is not itself inside a package) fails the check:
+//           on the import path it would stand in for the real runner.
+// The verdict is the checks' exit status, never their output: a line
+// "PASSED" or "OK" that the agent's code prints counts for nothing.
+// Checks that run code run in a sandbox, never on the host: the episode
+// hands Verify the workspace of Workspace::ForVerification, where no process
+// of the agent's runs. The check's own files (`files`: tests, runner
+// scripts, expected outputs) live in the task's verifier record, never in
+// the agent's working directory: they are written over the agent's copy
+// only now, as are the python kind's script and the answer it reads.
 //
 // Thread safety: plain values and functions; the Workspace is the caller's.
 #pragma once
@@ -25,6 +35,11 @@
 
 namespace flashroll {
 
+struct TaskFile {
+  std::string path;  // relative to the working directory
+  std::string contents;
+};
+
 struct TaskCheck {
   std::string kind = "exact";        // exact | regex | python | tests
   std::optional<double> tolerance;   // exact: relative, for non-integer numbers
@@ -32,6 +47,9 @@ struct TaskCheck {
   std::string script;                // python
   std::string test_command;          // tests
   std::vector<std::string> fail_to_pass, pass_to_pass;
+  // python and tests: written into the working directory just before the
+  // check runs, over whatever the agent left at those paths.
+  std::vector<TaskFile> files;
 };
 
 // The kinds Verify knows; a TaskCheck of another kind fails every outcome.

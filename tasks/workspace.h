@@ -32,6 +32,12 @@ class Workspace {
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
   // Runs `bash -c command` in the working directory.
   virtual Result<ExecResult> Exec(const std::string& command, std::chrono::milliseconds timeout) = 0;
+  // Ends the agent's part of an episode and returns where its outcome is
+  // checked: a new workspace whose working directory is a copy of this
+  // one's as the agent left it, in which no process the agent started runs
+  // or can run. This workspace is not used afterwards. kResourceExhausted
+  // when the working directory is too large to copy (the agent's doing).
+  virtual Result<std::unique_ptr<Workspace>> ForVerification() = 0;
 };
 
 // OK for a relative path that stays inside the working directory; otherwise
@@ -39,6 +45,9 @@ class Workspace {
 Status CheckWorkspacePath(const std::string& path);
 
 // A scratch directory under $TMPDIR (or /tmp), removed on destruction.
+// ForVerification copies it to a new one; a command's background processes
+// are killed with its process group, but one that left that group lives on:
+// this workspace runs trusted reference solutions only.
 class LocalWorkspace : public Workspace {
  public:
   static Result<std::unique_ptr<LocalWorkspace>> Create();
@@ -47,6 +56,7 @@ class LocalWorkspace : public Workspace {
   Status WriteFile(const std::string& path, const std::string& contents) override;
   Result<std::string> ReadFile(const std::string& path) override;
   Result<ExecResult> Exec(const std::string& command, std::chrono::milliseconds timeout) override;
+  Result<std::unique_ptr<Workspace>> ForVerification() override;
 
   const std::string& dir() const { return dir_; }
 

@@ -71,6 +71,36 @@ TEST_F(SandboxWorkspaceTest, AnAnswerFileThatIsAFifoFailsTheTaskAtOnce) {
   EXPECT_FALSE(verdict.get().success);
 }
 
+// ForVerification: the agent's sandbox is gone, processes and all; the copy
+// keeps files, modes, nested directories and links (as links, never
+// followed), drops FIFOs, and is read without a sandbox until a command runs.
+TEST_F(SandboxWorkspaceTest, TheVerificationCopyOutlivesNoAgentProcess) {
+  auto ws = SandboxWorkspace::Create(*manager_, sandbox::SandboxSpec{});
+  ASSERT_TRUE(ws.ok()) << ws.status().ToString();
+  auto made = (*ws)->Exec(
+      "mkdir -p d/e && echo deep > d/e/f && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod 750 run.sh && "
+      "ln -s /etc leak && ln -s d/e/f near && mkfifo pipe && { setsid sleep 1000 >/dev/null 2>&1 < /dev/null & }",
+      std::chrono::seconds(10));
+  ASSERT_TRUE(made.ok() && made->exit_code == 0) << (made.ok() ? made->stderr_text : made.status().ToString());
+  const std::string agent = (*ws)->id();
+  const pid_t init = manager_->Info(agent)->init_pid;
+  auto copy = (*ws)->ForVerification();
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  EXPECT_EQ(manager_->Info(agent).status().code(), Code::kNotFound);
+  EXPECT_NE(::access(("/proc/" + std::to_string(init)).c_str(), F_OK), 0) << "the agent's init outlived ForVerification";
+  const size_t sandboxes = manager_->List().size();
+  EXPECT_EQ(*(*copy)->ReadFile("d/e/f"), "deep\n");
+  EXPECT_FALSE((*copy)->ReadFile("leak/passwd").ok()) << "a link is not followed";
+  EXPECT_FALSE((*copy)->ReadFile("near").ok()) << "a link is no regular file";
+  EXPECT_EQ(manager_->List().size(), sandboxes) << "reading the copy made a sandbox";
+  ASSERT_TRUE((*copy)->WriteFile("d/e/check.txt", "mine\n").ok());
+  auto seen = (*copy)->Exec("stat -c %a run.sh; ./run.sh; readlink leak; cat near d/e/check.txt; "
+                            "test -e pipe || echo no fifo; pgrep -c sleep || true",
+                            std::chrono::seconds(10));
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->stdout_text, "750\nran\n/etc\ndeep\nmine\nno fifo\n0\n") << seen->stderr_text;
+}
+
 }  // namespace
 }  // namespace flashroll
 

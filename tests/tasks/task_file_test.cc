@@ -33,7 +33,8 @@ TEST(TaskFileTest, YamlTasksOfEveryVerifierKind) {
   - id: fix-1
     prompt: Make the tests pass.
     setup: ["git init -q"]
-    verifier: {kind: tests, test_command: "python3 -m pytest -q", fail_to_pass: [test_a.py::test_new], pass_to_pass: [test_a.py::test_old]}
+    verifier: {kind: tests, test_command: "python3 -m pytest -q", fail_to_pass: [test_a.py::test_new], pass_to_pass: [test_a.py::test_old],
+               files: [{path: test_a.py, contents: "def test_new(): pass\n"}]}
 )");
   auto tasks = LoadTaskFile(path);
   ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
@@ -55,6 +56,10 @@ TEST(TaskFileTest, YamlTasksOfEveryVerifierKind) {
   EXPECT_EQ(fix.check.test_command, "python3 -m pytest -q");
   EXPECT_EQ(fix.check.fail_to_pass, (std::vector<std::string>{"test_a.py::test_new"}));
   EXPECT_EQ(fix.check.pass_to_pass, (std::vector<std::string>{"test_a.py::test_old"}));
+  ASSERT_EQ(fix.check.files.size(), 1u);
+  EXPECT_EQ(fix.check.files[0].path, "test_a.py");
+  EXPECT_EQ(fix.check.files[0].contents, "def test_new(): pass\n");
+  EXPECT_TRUE(fix.files.empty()) << "the check's files are not the agent's";
 }
 
 TEST(TaskFileTest, AnEnvironmentOverTheJobsSandbox) {
@@ -105,6 +110,11 @@ std::string ErrorOf(const std::string& task_yaml) {
 TEST(TaskFileTest, ErrorsNameFileLineAndField) {
   const std::string f = ::testing::TempDir() + "/one.yaml";
   EXPECT_EQ(ErrorOf("  - {id: a, prompt: p}\n"), f + ":2: tasks[0].answer: required by the exact verifier");
+  EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, answer: 1, verifier: {kind: exact, files: [{path: t, contents: c}]}}\n"),
+            f + ":2: tasks[0].verifier.files: only the python and tests verifiers run with files of their own");
+  EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, verifier: {kind: python, script: s, files: [{path: /etc/x, contents: c}]}}\n")
+                .rfind(f + ":2: tasks[0].verifier.files[0].path: ", 0),
+            0u);
   EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, answer: 1, files: [{path: ../x, contents: y}]}\n").rfind(f + ":2: tasks[0].files[0].path: ", 0), 0u);
   EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, answer: 1, files: [{path: /etc/passwd, contents: y}]}\n").rfind(f + ":2: tasks[0].files[0].path: ", 0), 0u);
   EXPECT_EQ(ErrorOf("  - {id: a, prompt: p, answer: 1, answer_file: ../../out}\n").rfind(f + ":2: tasks[0].answer_file: ", 0), 0u);

@@ -36,6 +36,7 @@ TEST(TaskRecordTest, ChecksAndSetupRoundTrip) {
   task.check.test_command = "pytest -q";
   task.check.fail_to_pass = {"t::a"};
   task.check.pass_to_pass = {"t::b", "t::c"};
+  task.check.files = {{"tests/test_a.py", "def test_a(): pass\n"}};
   task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}};
   auto back = FromTaskRecord(task.family, task.id, ToTaskRecord(task));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -53,6 +54,11 @@ TEST(TaskRecordTest, ChecksAndSetupRoundTrip) {
   EXPECT_EQ(back->check.test_command, "pytest -q");
   EXPECT_EQ(back->check.fail_to_pass, task.check.fail_to_pass);
   EXPECT_EQ(back->check.pass_to_pass, task.check.pass_to_pass);
+  ASSERT_EQ(back->check.files.size(), 1u);
+  EXPECT_EQ(back->check.files[0].path, "tests/test_a.py");
+  EXPECT_EQ(back->check.files[0].contents, "def test_a(): pass\n");
+  EXPECT_EQ(ToTaskRecord(task).problem_json.find("test_a.py"), std::string::npos)
+      << "the check's files travel in the verifier record, not the problem the agent is shown";
   Task plain = TaskFamilies()[0]->Generate(3, 2);
   auto exact = FromTaskRecord(plain.family, plain.id, ToTaskRecord(plain));
   ASSERT_TRUE(exact.ok());

@@ -18,6 +18,7 @@ class NoWorkspace : public Workspace {
   Result<ExecResult> Exec(const std::string&, std::chrono::milliseconds) override {
     return Status::Internal("unused");
   }
+  Result<std::unique_ptr<Workspace>> ForVerification() override { return Status::Internal("unused"); }
 };
 
 bool Accepts(const std::string& expected, const std::string& got, std::optional<double> tolerance = 1e-9) {
