@@ -593,8 +593,15 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
   return sb->id;
 }
 
-Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& request) {
+Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& given) {
+  FR_RETURN_IF_ERROR(CheckExecUser("user", given.user));
+  FR_RETURN_IF_ERROR(CheckExecUser("group", given.group));
   FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  ExecRequest request = given;
+  if (request.user.empty() && request.group.empty()) {
+    request.user = sb->spec.user;
+    request.group = sb->spec.group;
+  }
   std::lock_guard<std::mutex> exec_lock(sb->exec_mu);
   uint64_t oom_before = 0;
   uint32_t exec_id = 0;
