@@ -55,7 +55,7 @@ sandbox::Manager::Options OneShotManagerOptions() {
 }
 
 int RunCommand(const std::vector<std::string>& args) {
-  std::string image = "host", net = "none", memory, timeout, cpuset, seccomp = "default", user;
+  std::string image = "host", net = "none", memory, disk, timeout, cpuset, seccomp = "default", user;
   std::vector<std::string> allow, rw, command;
   int64_t pids = 0;
   double cpus = 0;
@@ -69,6 +69,8 @@ int RunCommand(const std::vector<std::string>& args) {
   flags.String("--net", &net, "none (loopback only) or policy (egress allow rules)");
   flags.List("--allow", &allow, "IP[/N]:PORT egress allowed with --net policy (repeatable)");
   flags.String("--memory", &memory, "memory limit, e.g. 256M");
+  flags.String("--disk", &disk,
+               "bytes of the writable root (/tmp, /var/tmp, ...), on disk, not memory, e.g. 256M (default 1G)");
   flags.Int("--pids", &pids, "maximum number of processes");
   flags.Double("--cpus", &cpus, "CPU quota in CPUs, e.g. 0.5");
   flags.String("--cpuset", &cpuset, "CPUs the sandbox may run on, e.g. 0-1");
@@ -98,6 +100,11 @@ int RunCommand(const std::vector<std::string>& args) {
     auto bytes = ParseByteSize(memory);
     if (!bytes.ok()) return ReportFailure(bytes.status().Wrap("--memory"));
     spec.memory_bytes = *bytes;
+  }
+  if (!disk.empty()) {
+    auto bytes = ParseByteSize(disk);
+    if (!bytes.ok()) return ReportFailure(bytes.status().Wrap("--disk"));
+    spec.disk_bytes = *bytes;
   }
   spec.pids = pids;
   spec.cpus = cpus;

@@ -21,6 +21,7 @@
 #include "sandbox/contain.h"
 #include "sandbox/crash_watcher.h"
 #include "sandbox/device_policy.h"
+#include "sandbox/disk.h"
 #include "sandbox/events.h"
 #include "sandbox/exec.h"
 #include "sandbox/file_access.h"
@@ -168,10 +169,15 @@ struct Manager::Impl {
     FR_RETURN_IF_ERROR(LoadAppArmor(*sb, &plan));
     // Held by the init once it has joined; ours closes when Launch returns.
     UserNamespace userns;
+    // Held until the child has attached it (or failed); then the
+    // filesystem lives as long as the sandbox's mount namespace does.
+    SandboxDisk disk;
     if (uid_ranges != nullptr) {
       FR_ASSIGN_OR_RETURN(sb->ids, uid_ranges->Acquire(sb->id));
       FR_ASSIGN_OR_RETURN(userns, UserNamespace::Create(sb->ids.range()));
       UseUserNamespace(userns, &plan);
+      FR_ASSIGN_OR_RETURN(disk, SandboxDisk::Create(spec.disk_bytes));
+      plan.mount.disk_mount_fd = disk.mount_fd();
     }
     // On any failure below, the Cgroup's destructor kills and removes it.
     CgroupLimits limits = LimitsOf(spec);

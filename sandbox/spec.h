@@ -50,7 +50,9 @@ struct SandboxSpec {
   int64_t pids = 0;           // 0: no limit
   double cpus = 0;            // CPU quota in CPUs; 0: no quota
   std::string cpuset;         // e.g. "0-1"; empty: all CPUs of the manager
-  uint64_t disk_bytes = uint64_t{1} << 30;  // size of the writable layer (tmpfs)
+  // Bytes of the writable layer (the root's /tmp, /var/tmp, ...): its own
+  // ext4 filesystem on disk (disk.h; one inode per 16 KiB), not memory.
+  uint64_t disk_bytes = uint64_t{1} << 30;
 
   // Host paths bound read-write at the same path inside.
   std::vector<std::string> rw_paths;
