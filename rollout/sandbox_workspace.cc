@@ -17,6 +17,7 @@ Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, co
     if (Status s = sandbox::ParseImage(env.image, &spec); !s.ok()) return s.Wrap(what + "image");
   }
   if (env.memory_bytes) spec.memory_bytes = *env.memory_bytes;
+  if (env.disk_bytes) spec.disk_bytes = *env.disk_bytes;
   if (env.pids) spec.pids = *env.pids;
   if (env.cpus) spec.cpus = *env.cpus;
   if (!env.net.empty()) {

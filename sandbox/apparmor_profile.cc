@@ -87,6 +87,10 @@ Result<std::string> GenerateAppArmorProfile(const std::string& sandbox_name, con
   out += "  deny umount,\n";
   out += "  deny remount,\n";
   out += "  deny pivot_root,\n\n";
+  // The bounded set root keeps inside (caps.h); every other capability is
+  // denied by omission.
+  out += "  capability chown dac_override fowner fsetid kill setgid setuid setpcap net_bind_service sys_chroot "
+         "audit_write,\n\n";
   out += "  # Only its own processes; the manager kills from outside.\n";
   out += "  ptrace (trace, read, tracedby, readby) peer=" + name + ",\n";
   out += "  signal (send, receive) peer=" + name + ",\n";

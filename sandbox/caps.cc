@@ -1,8 +1,6 @@
 #include "sandbox/caps.h"
 
 #include <fcntl.h>
-#include <linux/capability.h>
-#include <linux/securebits.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,11 +25,8 @@ Result<CapsPlan> PrepareCapsParentSide() {
 }
 
 ChildStatus CapsChild(const CapsPlan& plan) {
-  const unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                             SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                             SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-  if (::prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0) return ChildStatus::Errno("caps", "prctl(PR_SET_SECUREBITS)", nullptr);
   for (int cap = 0; cap <= plan.last_cap; ++cap) {
+    if ((plan.keep >> cap & 1) != 0) continue;
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) return ChildStatus::Errno("caps", "prctl(PR_CAPBSET_DROP)", nullptr);
   }
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) {
@@ -40,7 +35,12 @@ ChildStatus CapsChild(const CapsPlan& plan) {
   struct __user_cap_header_struct header {};
   header.version = _LINUX_CAPABILITY_VERSION_3;
   struct __user_cap_data_struct data[2] = {};
-  if (::syscall(SYS_capset, &header, data) != 0) return ChildStatus::Errno("caps", "capset(0)", nullptr);
+  for (int word = 0; word < 2; ++word) {
+    const auto bits = static_cast<uint32_t>(plan.keep >> (32 * word));
+    data[word].effective = bits;
+    data[word].permitted = bits;
+  }
+  if (::syscall(SYS_capset, &header, data) != 0) return ChildStatus::Errno("caps", "capset", nullptr);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return ChildStatus::Errno("caps", "prctl(PR_SET_NO_NEW_PRIVS)", nullptr);
   return ChildStatus::Ok();
 }

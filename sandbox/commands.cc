@@ -55,7 +55,7 @@ sandbox::Manager::Options OneShotManagerOptions() {
 }
 
 int RunCommand(const std::vector<std::string>& args) {
-  std::string image = "host", net = "none", memory, timeout, cpuset, seccomp = "default";
+  std::string image = "host", net = "none", memory, disk, timeout, cpuset, seccomp = "default", user;
   std::vector<std::string> allow, rw, command;
   int64_t pids = 0;
   double cpus = 0;
@@ -69,9 +69,14 @@ int RunCommand(const std::vector<std::string>& args) {
   flags.String("--net", &net, "none (loopback only) or policy (egress allow rules)");
   flags.List("--allow", &allow, "IP[/N]:PORT egress allowed with --net policy (repeatable)");
   flags.String("--memory", &memory, "memory limit, e.g. 256M");
+  flags.String("--disk", &disk,
+               "bytes of the writable root (/tmp, /var/tmp, ...), on disk, not memory, e.g. 256M (default 1G)");
   flags.Int("--pids", &pids, "maximum number of processes");
   flags.Double("--cpus", &cpus, "CPU quota in CPUs, e.g. 0.5");
   flags.String("--cpuset", &cpuset, "CPUs the sandbox may run on, e.g. 0-1");
+  flags.String("--user", &user,
+               "USER[:GROUP] to run CMD as: names from the image's /etc/passwd and /etc/group, or numbers "
+               "(default root, which holds the sandbox's bounded capabilities)");
   flags.String("--timeout", &timeout, "kill the command after this long, e.g. 10s (exit 124)");
   flags.List("--rw", &rw, "host path bound read-write at the same path (repeatable)");
   flags.String("--seccomp", &seccomp, "default or a JSON seccomp profile file (Docker's format, a subset)");
@@ -96,6 +101,11 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!bytes.ok()) return ReportFailure(bytes.status().Wrap("--memory"));
     spec.memory_bytes = *bytes;
   }
+  if (!disk.empty()) {
+    auto bytes = ParseByteSize(disk);
+    if (!bytes.ok()) return ReportFailure(bytes.status().Wrap("--disk"));
+    spec.disk_bytes = *bytes;
+  }
   spec.pids = pids;
   spec.cpus = cpus;
   spec.cpuset = cpuset;
@@ -108,6 +118,9 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   sandbox::ExecRequest request;
   request.argv = command;
+  if (Status s = sandbox::ParseUserGroup(user, &request.user, &request.group); !s.ok()) {
+    return ReportFailure(s.Wrap("--user"));
+  }
   if (!timeout.empty()) {
     auto ms = ParseDuration(timeout);
     if (!ms.ok()) return ReportFailure(ms.status().Wrap("--timeout"));

@@ -121,6 +121,7 @@ ChildStatus ContainChild(const ContainPlan& plan, int sync_fd, int control_fd) {
   if (rootless) FR_CHILD_STEP(AwaitParentChild(sync_fd));
   // Before the mounts: /sys shows the network namespace it is mounted in.
   if (plan.netns_fd >= 0) FR_CHILD_STEP(JoinNetnsChild(plan.netns_fd));
+  FR_CHILD_STEP(UnprivilegedPortsChild());
   FR_CHILD_STEP(MountChild(plan.mount));
   FR_CHILD_STEP(UtsChild(plan.hostname));
   FR_CHILD_STEP(NetChild());

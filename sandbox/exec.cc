@@ -33,6 +33,8 @@ Status SendExec(int control_fd, uint32_t exec_id, const ExecRequest& request,
   for (const auto& arg : request.argv) FR_RETURN_IF_ERROR(add(arg));
   for (const auto& var : env) FR_RETURN_IF_ERROR(add(var));
   FR_RETURN_IF_ERROR(add(request.cwd.empty() ? "/" : request.cwd));
+  FR_RETURN_IF_ERROR(add(request.user));
+  FR_RETURN_IF_ERROR(add(request.group));
   if (payload.size() + sizeof(fr_init_header) > FR_INIT_MAX_MESSAGE) {
     return Status::InvalidArgument("exec: command line and environment exceed " +
                                    std::to_string(FR_INIT_MAX_MESSAGE) + " bytes");
@@ -195,6 +197,13 @@ Result<ExecResult> RunInInit(int control_fd, uint32_t exec_id, const ExecRequest
       if (n != static_cast<ssize_t>(sizeof(header)) || header.exec_id != exec_id) continue;  // stale or malformed
       if (header.type == FR_INIT_STARTED && header.value2 != 0) {
         result.start_errno = header.value2;
+        result.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+        if (header.reserved == FR_INIT_STAGE_CREDENTIALS) {
+          // The init has written why (the user, the group) to the command's stderr.
+          result.exit_code = 126;
+          if (err_read.valid()) Pump(err_read.get(), &result.stderr_data, request.max_output_bytes, &result.output_truncated);
+          return result;
+        }
         result.exit_code = header.value2 == ENOENT ? 127 : 126;
         const std::string message =
             "flashroll: " + request.argv[0] + ": " + std::strerror(header.value2) + "\n";
@@ -203,7 +212,6 @@ Result<ExecResult> RunInInit(int control_fd, uint32_t exec_id, const ExecRequest
         } else {
           result.stderr_data = message;
         }
-        result.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
         return result;
       }
       if (header.type == FR_INIT_EXITED) {

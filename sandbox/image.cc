@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <functional>
 
 #include "sandbox/oci_image.h"
@@ -17,7 +18,9 @@ namespace flashroll::sandbox {
 namespace {
 
 // The /etc entries a host-image sandbox sees: name resolution, the dynamic
-// linker, TLS roots, locale and time, shells, python and git configuration.
+// linker, TLS roots, locale and time, shells, python and git configuration,
+// and PAM's configuration (su, runuser; /etc/shadow stays out: as root
+// inside, pam_rootok lets su through without it).
 constexpr const char* kHostEtc[] = {
     "passwd",        "group",         "hosts",         "resolv.conf",    "nsswitch.conf", "host.conf",
     "gai.conf",      "ld.so.cache",   "ld.so.conf",    "ld.so.conf.d",   "localtime",     "timezone",
@@ -25,6 +28,7 @@ constexpr const char* kHostEtc[] = {
     "debian_version", "gitconfig",    "profile",       "profile.d",      "bash.bashrc",   "inputrc",
     "mime.types",    "protocols",     "services",      "environment",    "shells",        "python3",
     "python3.11",    "login.defs",    "magic",         "magic.mime",     "mailcap",       "terminfo",
+    "pam.d",         "pam.conf",      "security",
 };
 
 constexpr const char* kHostTop[] = {"bin", "lib", "lib32", "lib64", "libx32", "sbin"};
@@ -46,7 +50,7 @@ void AppendStat(const struct stat& st, std::string* key) {
 // replaced, an entry added or removed) changes the key, and a new skeleton
 // is built; unchanged state reuses the one on disk.
 std::string HostSkeletonKey() {
-  std::string key = "v1:";
+  std::string key = "v2:";  // v2: the locked /etc/shadow
   for (const char* entry : kHostEtc) {
     struct stat st {};
     key += entry;
@@ -159,6 +163,22 @@ Status CopyEtcEntry(const std::string& host, const std::string& to, const std::s
 }
 
 // The host image's lower layer: the top-level directories, the host's
+// An /etc/shadow with every account of the copied /etc/passwd locked and
+// without password aging: the host's password hashes never enter a
+// sandbox, yet PAM's account check (pam_unix, which su runs after
+// pam_rootok) finds each user and lets root inside become it. Without an
+// entry pam_unix asks its set-gid helper, inert under no_new_privs, and su
+// fails with "Authentication failure".
+Status WriteLockedShadow(const std::string& etc) {
+  std::ifstream passwd(etc + "/passwd");
+  std::string shadow, line;
+  while (std::getline(passwd, line)) {
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && colon > 0) shadow += line.substr(0, colon) + ":*:::::::\n";
+  }
+  return WriteWholeFile(etc + "/shadow", shadow, 0600);
+}
+
 // /bin, /lib, ... symlinks (merged /usr) and copies of the allowlisted /etc
 // entries. Binding each /etc file at every start cost ~70 mount calls
 // (1.5 ms); the copies cost nothing per start.
@@ -191,7 +211,7 @@ Status BuildHostSkeleton(const std::string& tmp) {
       FR_RETURN_IF_ERROR(CopyEtcEntry(host + "/.", tmp + "/etc/" + entry, entry));
     }
   }
-  return Status::Ok();
+  return WriteLockedShadow(tmp + "/etc");
 }
 
 Result<std::string> EnsureHostSkeleton() {

@@ -5,12 +5,15 @@
  * boundaries, so no framing is needed.
  *
  *   manager -> init  EXEC    header (exec_id, argc, envc, payload_len) then
- *                            argv, envp and cwd as NUL-terminated strings;
+ *                            argv, envp, cwd, user and group as
+ *                            NUL-terminated strings (user and group: a name
+ *                            or a number, empty for the init's own, root);
  *                            SCM_RIGHTS carries stdin, stdout, stderr.
  *   manager -> init  SIGNAL  header (exec_id, value = signal number): sent to
  *                            the exec's process group.
  *   init -> manager  STARTED header (exec_id, value = pid inside, value2 =
- *                            errno when the command could not be started).
+ *                            errno when the command could not be started,
+ *                            reserved = the fr_init_start_stage that failed).
  *   init -> manager  EXITED  header (exec_id, value = wait status).
  *
  * The init is inside the sandbox and so untrusted: the manager checks every
@@ -31,6 +34,13 @@ enum fr_init_message_type {
   FR_INIT_SIGNAL = 2,
   FR_INIT_STARTED = 3,
   FR_INIT_EXITED = 4,
+};
+
+/* Where a command that could not be started failed. */
+enum fr_init_start_stage {
+  FR_INIT_STAGE_EXEC = 0,        /* the exec itself (or the stdio, the cwd) */
+  FR_INIT_STAGE_CREDENTIALS = 1, /* the user or group: ENOENT when the name is in
+                                    neither /etc/passwd nor /etc/group */
 };
 
 struct fr_init_header {

@@ -127,7 +127,7 @@ Result<InitProcess> LaunchInit(const ContainPlan& plan, Cgroup& cgroup,
   if (rootless) {
     // Uid and gid 0 inside are the manager's own ids: the only mapping an
     // unprivileged process may write.
-    const Status mapped = WriteIdMaps(init.pid, IdRange{::geteuid(), 1}, IdRange{::getegid(), 1});
+    const Status mapped = WriteIdMaps(init.pid, IdRange{::geteuid(), 1}, IdRange{::getegid(), 1}, Setgroups::kDeny);
     if (!mapped.ok()) return fail(mapped.Wrap("launch"));
   }
   if (before_go) {

@@ -487,7 +487,11 @@ ChildStatus MountChild(const MountPlan& plan) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return ChildStatus::Errno("mount", "mount(MS_REC|MS_PRIVATE)", "/");
   }
-  if (::mount("tmpfs", plan.scratch.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, plan.tmpfs_data.c_str()) != 0) {
+  if (plan.disk_mount_fd >= 0) {
+    if (::move_mount(plan.disk_mount_fd, "", AT_FDCWD, plan.scratch.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      return ChildStatus::Errno("mount", "move_mount(disk)", plan.scratch.c_str());
+    }
+  } else if (::mount("tmpfs", plan.scratch.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, plan.tmpfs_data.c_str()) != 0) {
     return ChildStatus::Errno("mount", "mount(tmpfs)", plan.scratch.c_str());
   }
   for (const auto& dir : plan.scratch_dirs) {

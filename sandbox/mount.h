@@ -7,10 +7,11 @@
 // namespace (see child_status.h for why no allocation happens there).
 //
 // Every per-sandbox mount lives only in the sandbox's mount namespace: the
-// writable layer is a tmpfs mounted at /run/flashroll inside that
-// namespace, so when the sandbox's last process exits the kernel tears all
-// of it down and nothing stays on the host. The tmpfs size is the disk
-// quota of the writable layer.
+// writable layer is mounted at /run/flashroll inside that namespace, so
+// when the sandbox's last process exits the kernel tears all of it down and
+// nothing stays on the host. With a root manager it is the sandbox's own
+// ext4 filesystem of `disk` bytes on a loop device (disk.h): on disk, not
+// charged to memory. Without root it is a tmpfs of that size.
 //
 // Paths inside the new root are resolved with openat2(RESOLVE_IN_ROOT), so a
 // symlink in an image cannot point a mount or mkdir at the host.
@@ -106,6 +107,9 @@ MountOp BindOp(const std::string& host_source, const std::string& path, bool rea
 struct MountPlan {
   std::string scratch;      // where the per-sandbox tmpfs goes: /run/flashroll
   std::string tmpfs_data;   // "size=...,mode=0755"
+  // The writable layer's ext4 filesystem as a detached mount (disk.h),
+  // attached instead of the tmpfs; -1: the tmpfs. Not owned; set by the launch.
+  int disk_mount_fd = -1;
   std::vector<std::string> scratch_dirs;  // upper, work, root (and lower) under scratch
   std::string upper;        // scratch + "/upper", the writable layer
   std::string new_root;     // scratch + "/root"

@@ -1,5 +1,6 @@
 #include "sandbox/net.h"
 
+#include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -31,6 +32,15 @@ ChildStatus NetChild() {
     ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
     if (::ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) status = ChildStatus::Errno("net", "ioctl(SIOCSIFFLAGS)", "lo");
   }
+  ::close(fd);
+  return status;
+}
+
+ChildStatus UnprivilegedPortsChild() {
+  constexpr char kKnob[] = "/proc/sys/net/ipv4/ip_unprivileged_port_start";
+  const int fd = ::open(kKnob, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ChildStatus::Errno("net", "open", kKnob);
+  const ChildStatus status = ::write(fd, "0", 1) == 1 ? ChildStatus::Ok() : ChildStatus::Errno("net", "write 0", kKnob);
   ::close(fd);
   return status;
 }

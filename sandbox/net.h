@@ -21,6 +21,15 @@ Status CheckNetParentSide(const SandboxSpec& spec);
 // Brings up `lo` in the new network namespace.
 ChildStatus NetChild();
 
+// Lets every uid of the sandbox bind ports below 1024 in its network
+// namespace (net.ipv4.ip_unprivileged_port_start = 0), as Docker does: the
+// namespace belongs to the host's user namespace, where the sandbox's
+// CAP_NET_BIND_SERVICE counts for nothing, and a web server binding :80 is
+// ordinary work. The knob is the namespace's own; the host's stays as it
+// is. Runs before the mounts, while the host's /proc is still there (the
+// sandbox's /proc/sys is read-only).
+ChildStatus UnprivilegedPortsChild();
+
 // Joins the pooled network namespace `netns_fd` (see netns_pool.h).
 ChildStatus JoinNetnsChild(int netns_fd);
 

@@ -21,6 +21,7 @@
 #include "sandbox/contain.h"
 #include "sandbox/crash_watcher.h"
 #include "sandbox/device_policy.h"
+#include "sandbox/disk.h"
 #include "sandbox/events.h"
 #include "sandbox/exec.h"
 #include "sandbox/file_access.h"
@@ -168,10 +169,15 @@ struct Manager::Impl {
     FR_RETURN_IF_ERROR(LoadAppArmor(*sb, &plan));
     // Held by the init once it has joined; ours closes when Launch returns.
     UserNamespace userns;
+    // Held until the child has attached it (or failed); then the
+    // filesystem lives as long as the sandbox's mount namespace does.
+    SandboxDisk disk;
     if (uid_ranges != nullptr) {
       FR_ASSIGN_OR_RETURN(sb->ids, uid_ranges->Acquire(sb->id));
       FR_ASSIGN_OR_RETURN(userns, UserNamespace::Create(sb->ids.range()));
       UseUserNamespace(userns, &plan);
+      FR_ASSIGN_OR_RETURN(disk, SandboxDisk::Create(spec.disk_bytes));
+      plan.mount.disk_mount_fd = disk.mount_fd();
     }
     // On any failure below, the Cgroup's destructor kills and removes it.
     CgroupLimits limits = LimitsOf(spec);
@@ -593,8 +599,15 @@ Result<std::string> Manager::Create(const SandboxSpec& spec, const std::string& 
   return sb->id;
 }
 
-Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& request) {
+Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& given) {
+  FR_RETURN_IF_ERROR(CheckExecUser("user", given.user));
+  FR_RETURN_IF_ERROR(CheckExecUser("group", given.group));
   FR_ASSIGN_OR_RETURN(std::shared_ptr<Sandbox> sb, impl_->Find(id));
+  ExecRequest request = given;
+  if (request.user.empty() && request.group.empty()) {
+    request.user = sb->spec.user;
+    request.group = sb->spec.group;
+  }
   std::lock_guard<std::mutex> exec_lock(sb->exec_mu);
   uint64_t oom_before = 0;
   uint32_t exec_id = 0;

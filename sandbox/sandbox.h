@@ -47,6 +47,13 @@ struct ExecRequest {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::string> env;   // empty: the sandbox's SandboxSpec::env
   std::string cwd = "/";
+  // Who runs it: a name in the sandbox's /etc/passwd (its primary group and
+  // the /etc/group entries listing it come along) or a uid; `group` a name
+  // in /etc/group or a gid, overriding the primary group. Empty: the
+  // sandbox's default (SandboxSpec::user, ::group), else root. Root holds
+  // the sandbox's bounded capabilities (caps.h), any other user none.
+  std::string user;
+  std::string group;
   std::chrono::milliseconds timeout{0};  // 0: none
   // Pass-through: when all three are >= 0 the command uses these descriptors
   // and nothing is buffered. Otherwise stdin is /dev/null and stdout/stderr

@@ -65,8 +65,10 @@ constexpr const char* kAllowed[] = {
     "rseq", "futex", "futex_waitv", "futex_wake", "futex_wait", "futex_requeue", "arch_prctl",
     "get_thread_area", "set_thread_area", "prctl", "seccomp", "landlock_create_ruleset", "landlock_add_rule",
     "landlock_restrict_self", "uretprobe", "restart_syscall",
-    // Credentials: changing them needs capabilities the sandbox does not hold.
-    "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "setuid", "setgid",
+    // Credentials and chroot: root inside changes them with the capabilities
+    // it keeps in its own user namespace (caps.h: CAP_SETUID, CAP_SETGID,
+    // CAP_SYS_CHROOT), which reach only its own ids and its own tree.
+    "chroot", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "setuid", "setgid",
     "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid", "setgroups", "capget", "capset",
     // Scheduling and resource limits.
     "sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getattr", "sched_setattr", "sched_getparam",
@@ -90,7 +92,7 @@ constexpr const char* kAllowed[] = {
 // 16-bit segments nothing a sandbox runs needs, and a long record of
 // kernel bugs).
 constexpr const char* kDenied[] = {
-    "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
+    "mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
     "mount_setattr", "unshare", "setns", "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp",
     "pidfd_getfd", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf",
     "perf_event_open", "keyctl", "add_key", "request_key", "acct", "swapon", "swapoff", "reboot", "settimeofday",

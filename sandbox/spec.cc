@@ -113,7 +113,31 @@ Result<AllowRule> ParseAllowRule(std::string_view text) {
   return out;
 }
 
+Status CheckExecUser(std::string_view field, std::string_view value) {
+  if (value.size() > 255) return Status::InvalidArgument(std::string(field) + ": longer than 255 characters");
+  for (const char c : value) {
+    if (c == ':' || c == ',' || c == '\n' || c == '\0') {
+      return Status::InvalidArgument(std::string(field) + " '" + std::string(value) +
+                                     "': a name or number may not contain ':', ',', a newline or NUL");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseUserGroup(std::string_view text, std::string* user, std::string* group) {
+  const size_t colon = text.find(':');
+  *user = std::string(text.substr(0, colon));
+  *group = colon == std::string_view::npos ? std::string() : std::string(text.substr(colon + 1));
+  if (colon != std::string_view::npos && group->empty()) {
+    return Status::InvalidArgument("'" + std::string(text) + "': expected USER[:GROUP] with a group after ':'");
+  }
+  FR_RETURN_IF_ERROR(CheckExecUser("user", *user));
+  return CheckExecUser("group", *group);
+}
+
 Status ValidateSpec(const SandboxSpec& spec) {
+  FR_RETURN_IF_ERROR(CheckExecUser("user", spec.user));
+  FR_RETURN_IF_ERROR(CheckExecUser("group", spec.group));
   if (spec.image == ImageKind::kDirectory) {
     if (spec.image_dir.empty() || spec.image_dir[0] != '/') {
       return Status::InvalidArgument("image: directory must be an absolute path");

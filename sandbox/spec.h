@@ -51,7 +51,9 @@ struct SandboxSpec {
   int64_t pids = 0;           // 0: no limit
   double cpus = 0;            // CPU quota in CPUs; 0: no quota
   std::string cpuset;         // e.g. "0-1"; empty: all CPUs of the manager
-  uint64_t disk_bytes = uint64_t{1} << 30;  // size of the writable layer (tmpfs)
+  // Bytes of the writable layer (the root's /tmp, /var/tmp, ...): its own
+  // ext4 filesystem on disk (disk.h; one inode per 16 KiB), not memory.
+  uint64_t disk_bytes = uint64_t{1} << 30;
 
   // Host paths bound read-write at the same path inside.
   std::vector<std::string> rw_paths;
@@ -64,6 +66,10 @@ struct SandboxSpec {
   std::vector<std::string> env = {
       "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
       "LANG=C.UTF-8", "TERM=xterm"};
+  // Who runs an exec that names no user (ExecRequest::user, ::group);
+  // empty: root.
+  std::string user;
+  std::string group;
   // Destroyed automatically this long after creation; 0: never.
   std::chrono::milliseconds ttl{0};
   // The syscall filter: "default" (sandbox/seccomp.h) or the absolute path
@@ -84,6 +90,15 @@ Result<NetMode> ParseNetMode(std::string_view text);
 // "IP[/N]:PORT" with an IPv4 or IPv6 address; the port is after the last
 // ':' and may be '*' for any port. Returns kInvalidArgument naming the rule.
 Result<AllowRule> ParseAllowRule(std::string_view text);
+
+// An exec user or group as given (a name or a number; empty: none):
+// kInvalidArgument naming `field` for ':', ',', a newline, NUL or more than
+// 255 characters.
+Status CheckExecUser(std::string_view field, std::string_view value);
+
+// "USER[:GROUP]" (the --user flag's form) into its parts, each checked by
+// CheckExecUser; ":GROUP" alone keeps root with that group.
+Status ParseUserGroup(std::string_view text, std::string* user, std::string* group);
 
 // Checks the fields against each other: allow rules need --net policy,
 // limits are in range, paths are absolute and free of characters that

@@ -68,11 +68,10 @@ Status WriteProcFile(const std::string& path, const std::string& value) {
 
 }  // namespace
 
-Status WriteIdMaps(pid_t pid, const IdRange& uids, const IdRange& gids) {
+Status WriteIdMaps(pid_t pid, const IdRange& uids, const IdRange& gids, Setgroups setgroups) {
   const std::string dir = "/proc/" + std::to_string(pid) + "/";
-  // Before gid_map: an unprivileged writer must deny setgroups first, and
-  // for every sandbox it keeps the host's groups from being set inside.
-  FR_RETURN_IF_ERROR(WriteProcFile(dir + "setgroups", "deny"));
+  // Before gid_map, the only time it may be written.
+  FR_RETURN_IF_ERROR(WriteProcFile(dir + "setgroups", setgroups == Setgroups::kAllow ? "allow" : "deny"));
   FR_RETURN_IF_ERROR(
       WriteProcFile(dir + "uid_map", "0 " + std::to_string(uids.base) + " " + std::to_string(uids.count)));
   return WriteProcFile(dir + "gid_map", "0 " + std::to_string(gids.base) + " " + std::to_string(gids.count));
@@ -81,7 +80,7 @@ Status WriteIdMaps(pid_t pid, const IdRange& uids, const IdRange& gids) {
 Result<UserNamespace> UserNamespace::Create(const IdRange& range) {
   Holder holder;
   FR_RETURN_IF_ERROR(holder.Start());
-  FR_RETURN_IF_ERROR(WriteIdMaps(holder.pid(), range, range).Wrap("userns"));
+  FR_RETURN_IF_ERROR(WriteIdMaps(holder.pid(), range, range, Setgroups::kAllow).Wrap("userns"));
   UserNamespace userns;
   const std::string path = "/proc/" + std::to_string(holder.pid()) + "/ns/user";
   userns.fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

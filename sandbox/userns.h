@@ -46,13 +46,28 @@ struct IdRange {
   uint32_t count = 0;
 };
 
-// Writes /proc/<pid>/setgroups ("deny") and the uid and gid maps
-// "0 <base> <count>" of the process `pid`'s user namespace. Returns the
-// file that could not be opened or written.
-Status WriteIdMaps(pid_t pid, const IdRange& uids, const IdRange& gids);
+// Whether processes of a user namespace may call setgroups(2).
+//   kDeny   what an unprivileged writer of the maps must choose (kRootless).
+//   kAllow  for a root manager's sandboxes (kMapped), so that su, setpriv
+//           --init-groups and daemons dropping privileges can set their
+//           groups. The kernel denies it to unprivileged map writers because
+//           a process could drop a group it holds and so escape a "negative"
+//           group permission (a mode such as 0604 that denies its group what
+//           it grants others). Here the trade-off is small: the sandbox's
+//           processes start with no supplementary group (the host's root's
+//           are cleared before the join), only root inside (CAP_SETGID) can
+//           call setgroups and it already passes such checks with
+//           CAP_DAC_OVERRIDE, and the gids it can set are its own range's,
+//           which no host file uses to deny anyone anything.
+enum class Setgroups { kDeny, kAllow };
+
+// Writes /proc/<pid>/setgroups and the uid and gid maps "0 <base> <count>"
+// of the process `pid`'s user namespace. Returns the file that could not be
+// opened or written.
+Status WriteIdMaps(pid_t pid, const IdRange& uids, const IdRange& gids, Setgroups setgroups);
 
 // A fresh user namespace whose ids 0..count-1 are `range` on the host, for
-// uids and gids alike; supplementary groups cannot be set in it. Owns the
+// uids and gids alike; setgroups is allowed in it (Setgroups::kAllow). Owns the
 // namespace's descriptor (the namespace lives while it, or a process in it,
 // does). Move-only; a default-constructed one holds nothing.
 class UserNamespace {

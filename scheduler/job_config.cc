@@ -73,6 +73,7 @@ Schema JobConfigSchema(bool training_map) {
                                .Optional("image", Schema::String())
                                .Optional("net", Schema::Enum({"none", "policy"}))
                                .Optional("memory", Schema::ByteSize(4ull << 20))
+                               .Optional("disk", Schema::ByteSize(1ull << 20))
                                .Optional("pids", Schema::Int(1, 1'000'000))
                                .Optional("cpus", Schema::Float(0.01, 1024))
                                .Optional("timeout", Schema::Duration(1))
@@ -182,6 +183,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.sandbox.image = ReadString(s, "image", c.sandbox.image);
     c.sandbox.net = ReadString(s, "net", c.sandbox.net);
     c.sandbox.memory_bytes = ReadByteSize(s, "memory", c.sandbox.memory_bytes);
+    c.sandbox.disk_bytes = ReadByteSize(s, "disk", c.sandbox.disk_bytes);
     c.sandbox.pids = ReadInt(s, "pids", c.sandbox.pids);
     c.sandbox.cpus = ReadFloat(s, "cpus", c.sandbox.cpus);
     c.sandbox.allow_unenforced_limits = ReadBool(s, "allow_unenforced_limits", c.sandbox.allow_unenforced_limits);

@@ -59,6 +59,7 @@ struct JobConfig {
     std::string image = "host";
     std::string net = "none";
     uint64_t memory_bytes = 256ull << 20;
+    uint64_t disk_bytes = 1ull << 30;  // the writable root, on disk (sandbox/disk.h)
     int64_t pids = 64;
     double cpus = 0.5;
     std::chrono::milliseconds exec_timeout{10000};

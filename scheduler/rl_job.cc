@@ -142,6 +142,7 @@ sandbox::SandboxSpec SpecOf(const JobConfig::Sandbox& s) {
   (void)sandbox::ParseImage(s.image, &spec);  // validated when the job starts
   spec.net = s.net == "policy" ? sandbox::NetMode::kPolicy : sandbox::NetMode::kNone;
   spec.memory_bytes = s.memory_bytes;
+  spec.disk_bytes = s.disk_bytes;
   spec.pids = s.pids;
   spec.cpus = s.cpus;
   return spec;

@@ -37,6 +37,7 @@ struct TaskEnvironment {
   std::optional<double> cpus;
   std::string net;                       // "none" or "policy"; empty: the job's
   std::vector<std::string> allow;        // with net policy: IP[/N]:PORT rules
+  std::optional<uint64_t> disk_bytes;    // the writable root, on disk (sandbox/disk.h)
 };
 
 struct Task {

@@ -22,6 +22,7 @@ Schema TaskSchema() {
       .Optional("environment", Schema::Map()
                                    .Optional("image", Schema::Enum({"host", "busybox"}))
                                    .Optional("memory", Schema::ByteSize(4ull << 20))
+                                   .Optional("disk", Schema::ByteSize(1ull << 20))
                                    .Optional("pids", Schema::Int(1, 1'000'000))
                                    .Optional("cpus", Schema::Float(0.01, 1024))
                                    .Optional("net", Schema::Enum({"none", "policy"}))
@@ -82,6 +83,7 @@ Status CheckTask(const ConfigFile& file, const YAML::Node& node, const std::stri
     TaskEnvironment& env = task->environment;
     env.image = ReadString(e, "image", "");
     if (e["memory"].IsDefined()) env.memory_bytes = ReadByteSize(e, "memory", 0);
+    if (e["disk"].IsDefined()) env.disk_bytes = ReadByteSize(e, "disk", 0);
     if (e["pids"].IsDefined()) env.pids = ReadInt(e, "pids", 0);
     if (e["cpus"].IsDefined()) env.cpus = ReadFloat(e, "cpus", 0);
     env.net = ReadString(e, "net", "");

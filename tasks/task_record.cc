@@ -16,6 +16,7 @@ TaskRecord ToTaskRecord(const Task& task) {
   nlohmann::json environment = nlohmann::json::object();
   if (!env.image.empty()) environment["image"] = env.image;
   if (env.memory_bytes) environment["memory_bytes"] = *env.memory_bytes;
+  if (env.disk_bytes) environment["disk_bytes"] = *env.disk_bytes;
   if (env.pids) environment["pids"] = *env.pids;
   if (env.cpus) environment["cpus"] = *env.cpus;
   if (!env.net.empty()) environment["net"] = env.net;
@@ -100,6 +101,10 @@ Result<Task> FromTaskRecord(const std::string& family, const std::string& id, co
     if (e.contains("memory_bytes")) {
       if (!e["memory_bytes"].is_number_unsigned()) return Status::Corruption(what + ": problem.environment.memory_bytes is not a byte count");
       env.memory_bytes = e["memory_bytes"].get<uint64_t>();
+    }
+    if (e.contains("disk_bytes")) {
+      if (!e["disk_bytes"].is_number_unsigned()) return Status::Corruption(what + ": problem.environment.disk_bytes is not a byte count");
+      env.disk_bytes = e["disk_bytes"].get<uint64_t>();
     }
     if (e.contains("pids")) {
       if (!e["pids"].is_number_integer()) return Status::Corruption(what + ": problem.environment.pids is not an integer");

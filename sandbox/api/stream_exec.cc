@@ -17,6 +17,8 @@ ExecRequest BufferedRequest(const ExecCall& call) {
   request.argv = call.argv;
   request.env = call.env;
   request.cwd = call.cwd;
+  request.user = call.user;
+  request.group = call.group;
   request.timeout = call.timeout;
   request.max_output_bytes = call.max_output_bytes;
   return request;

@@ -46,6 +46,24 @@ Result<std::vector<std::string>> StringArrayField(const JsonView& body, std::str
   return field.AsStringArray();
 }
 
+// An exec user or group: a name or a number (JSON string or integer).
+Result<std::string> UserField(const JsonView& body, const char* key) {
+  if (!body.Has(key)) return std::string();
+  FR_ASSIGN_OR_RETURN(JsonView field, body.Get(key));
+  std::string value;
+  if (field.value().is_number_integer()) {
+    if (field.value().is_number_unsigned() || field.value().get<int64_t>() >= 0) {
+      value = std::to_string(field.value().get<uint64_t>());
+    } else {
+      return Status::InvalidArgument(field.path() + ": a uid or gid may not be negative");
+    }
+  } else {
+    FR_ASSIGN_OR_RETURN(value, field.AsString());
+  }
+  if (Status s = CheckExecUser(key, value); !s.ok()) return s.Wrap(body.path());
+  return value;
+}
+
 }  // namespace
 
 Result<SpecRequest> SpecRequestFromJson(const JsonView& body) {
@@ -53,7 +71,7 @@ Result<SpecRequest> SpecRequestFromJson(const JsonView& body) {
   SandboxSpec& spec = request.spec;
   if (body.value().is_null()) return request;
   FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"image", "net", "allow", "memory", "pids", "cpus", "cpuset", "disk",
-                                          "rw_paths", "hostname", "env", "ttl", "seccomp"}));
+                                          "rw_paths", "hostname", "env", "ttl", "seccomp", "user", "group"}));
   FR_ASSIGN_OR_RETURN(request.image, body.GetString("image", request.image));
   FR_ASSIGN_OR_RETURN(std::string net, body.GetString("net", "none"));
   auto mode = ParseNetMode(net);
@@ -77,6 +95,8 @@ Result<SpecRequest> SpecRequestFromJson(const JsonView& body) {
   }
   FR_ASSIGN_OR_RETURN(spec.ttl, DurationField(body, "ttl"));
   FR_ASSIGN_OR_RETURN(spec.seccomp, body.GetString("seccomp", spec.seccomp));
+  FR_ASSIGN_OR_RETURN(spec.user, UserField(body, "user"));
+  FR_ASSIGN_OR_RETURN(spec.group, UserField(body, "group"));
   return request;
 }
 
@@ -117,12 +137,14 @@ Json SpecToJson(const SandboxSpec& spec) {
   // Unsigned, as JsonView::AsUint reads it (a signed JSON integer is refused).
   out["ttl"] = static_cast<uint64_t>(std::max<int64_t>(0, spec.ttl.count()));
   out["seccomp"] = spec.seccomp;
+  if (!spec.user.empty()) out["user"] = spec.user;
+  if (!spec.group.empty()) out["group"] = spec.group;
   return out;
 }
 
 Result<ExecCall> ExecCallFromJson(const JsonView& body) {
   FR_RETURN_IF_ERROR(body.ExpectObject());
-  FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"cmd", "env", "cwd", "timeout", "max_output_bytes"}));
+  FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"cmd", "env", "cwd", "user", "group", "timeout", "max_output_bytes"}));
   ExecCall call;
   FR_ASSIGN_OR_RETURN(call.argv, body.GetStringArray("cmd"));
   if (call.argv.empty()) return Status::InvalidArgument(body.path() + ".cmd: must not be empty");
@@ -131,6 +153,8 @@ Result<ExecCall> ExecCallFromJson(const JsonView& body) {
   if (call.cwd.empty() || call.cwd[0] != '/') {
     return Status::InvalidArgument(body.path() + ".cwd: must be an absolute path, got \"" + call.cwd + "\"");
   }
+  FR_ASSIGN_OR_RETURN(call.user, UserField(body, "user"));
+  FR_ASSIGN_OR_RETURN(call.group, UserField(body, "group"));
   FR_ASSIGN_OR_RETURN(call.timeout, DurationField(body, "timeout"));
   FR_ASSIGN_OR_RETURN(uint64_t max_output, body.GetUint("max_output_bytes", call.max_output_bytes));
   call.max_output_bytes = static_cast<size_t>(max_output);
@@ -140,6 +164,8 @@ Result<ExecCall> ExecCallFromJson(const JsonView& body) {
 Json ExecCallToJson(const ExecCall& call) {
   Json out = {{"cmd", call.argv}, {"cwd", call.cwd}, {"max_output_bytes", call.max_output_bytes}};
   if (!call.env.empty()) out["env"] = call.env;
+  if (!call.user.empty()) out["user"] = call.user;
+  if (!call.group.empty()) out["group"] = call.group;
   if (call.timeout.count() > 0) out["timeout"] = static_cast<uint64_t>(call.timeout.count());
   return out;
 }

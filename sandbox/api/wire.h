@@ -7,11 +7,13 @@
 // directory for SpecFromJson, an image name for the node API), net ("none" | "policy"), allow (["IP[/N]:PORT", ...]), memory
 // and disk (bytes as a number or "256M"), pids, cpus, cpuset, rw_paths,
 // hostname, env (["K=V", ...]), ttl (milliseconds as a number or "10s"),
-// seccomp ("default", a profile file or, on the node API, a profile name).
+// seccomp ("default", a profile file or, on the node API, a profile name),
+// user and group (every exec's default user: a name or a number).
 // A memory, pids, cpus or disk of 0 is the same as none given.
 //
 // Exec request fields: cmd (required, non-empty string array), env, cwd,
-// timeout (as ttl), max_output_bytes.
+// user and group (a name or a number; ExecRequest::user), timeout (as ttl),
+// max_output_bytes.
 //
 // A signal request: {"signal": "SIGTERM"} or {"signal": 15}; the names
 // SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGUSR1, SIGUSR2, SIGTERM, SIGCONT and
@@ -64,6 +66,8 @@ struct ExecCall {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // empty: the sandbox's default environment
   std::string cwd = "/";
+  std::string user;   // empty: the sandbox's default (ExecRequest::user)
+  std::string group;
   std::chrono::milliseconds timeout{0};  // 0: none
   size_t max_output_bytes = size_t{16} << 20;
 };

@@ -3,8 +3,8 @@
  *
  * It is a small static binary, embedded in the flashroll library and
  * executed from a sealed memfd after the sandbox is fully contained, so it
- * runs with no capabilities and under the seccomp filter like everything
- * else in the sandbox, and works in any image (no dynamic loader needed).
+ * runs with the sandbox's bounded capabilities (sandbox/caps.h) and under
+ * the seccomp filter like everything else in the sandbox, and works in any image (no dynamic loader needed).
  * Commands are children of this init: they inherit its namespaces,
  * cgroups, filter and dropped privileges by construction, and an exec costs
  * one fork here instead of re-entering namespaces from outside.
@@ -16,8 +16,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -39,13 +41,14 @@ struct running {
 static struct running g_running[MAX_EXECS];
 static int g_control = FR_INIT_CONTROL_FD;
 
-static void send_header(uint32_t type, uint32_t exec_id, int32_t value, int32_t value2) {
+static void send_header(uint32_t type, uint32_t exec_id, int32_t value, int32_t value2, uint32_t stage) {
   struct fr_init_header h;
   memset(&h, 0, sizeof(h));
   h.type = type;
   h.exec_id = exec_id;
   h.value = value;
   h.value2 = value2;
+  h.reserved = stage;
   if (send(g_control, &h, sizeof(h), MSG_NOSIGNAL) < 0) _exit(0);
 }
 
@@ -78,12 +81,176 @@ static void exec_command(char** argv, char** envp) {
   errno = saved;
 }
 
+/* --- credentials of an exec's user, from the sandbox's own files (no NSS:
+ * the init is static and runs in any image) --- */
+
+#define MAX_GROUPS 1024
+
+struct credentials {
+  uid_t uid;
+  gid_t gid;
+  int ngroups;
+  gid_t groups[MAX_GROUPS];
+};
+
+/* A whole file (up to 4 MiB) as a NUL-terminated string, or NULL. */
+static char* read_file(const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  size_t cap = 65536, len = 0;
+  char* buf = malloc(cap + 1);
+  while (buf != NULL) {
+    ssize_t n = read(fd, buf + len, cap - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += (size_t)n;
+    if (len == cap) {
+      char* bigger = cap < (4u << 20) ? realloc(buf, cap * 2 + 1) : NULL;
+      if (bigger == NULL) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+  }
+  close(fd);
+  if (buf != NULL) buf[len] = '\0';
+  return buf;
+}
+
+/* A decimal id (what a name is not: all digits). */
+static int parse_id(const char* s, uint32_t* out) {
+  if (*s == '\0') return 0;
+  uint64_t v = 0;
+  for (; *s != '\0'; ++s) {
+    if (*s < '0' || *s > '9') return 0;
+    v = v * 10 + (uint64_t)(*s - '0');
+    if (v >= 0xffffffffu) return 0;
+  }
+  *out = (uint32_t)v;
+  return 1;
+}
+
+/* Splits the line at `line` (ending at '\n' or NUL) into up to `max`
+ * ':'-separated fields in place; returns the number of fields and sets
+ * *next to the following line. */
+static int split_line(char* line, char** fields, int max, char** next) {
+  char* end = strchr(line, '\n');
+  *next = end != NULL ? end + 1 : line + strlen(line);
+  if (end != NULL) *end = '\0';
+  int n = 0;
+  fields[n++] = line;
+  for (char* c = line; *c != '\0' && n < max; ++c) {
+    if (*c == ':') {
+      *c = '\0';
+      fields[n++] = c + 1;
+    }
+  }
+  return n;
+}
+
+/* Whether the comma-separated `list` holds `name`. */
+static int listed(const char* list, const char* name) {
+  size_t len = strlen(name);
+  for (const char* p = list; *p != '\0';) {
+    const char* comma = strchr(p, ',');
+    size_t item = comma != NULL ? (size_t)(comma - p) : strlen(p);
+    if (item == len && strncmp(p, name, len) == 0) return 1;
+    if (comma == NULL) break;
+    p = comma + 1;
+  }
+  return 0;
+}
+
+/* Resolves `user` (a name or a uid) and `group` (a name or a gid) as a
+ * container runtime does: a name must be in /etc/passwd (resp. /etc/group);
+ * the primary group is `group`, else the user's passwd entry's, else 0; the
+ * supplementary groups are the /etc/group entries that list the user's
+ * name. Returns 0 or an errno (ENOENT: a name that is not there) and
+ * then has written why to stderr. */
+static int resolve_credentials(const char* user, const char* group, struct credentials* out) {
+  memset(out, 0, sizeof(*out));
+  char name[256] = "";
+  int have_gid = 0;
+  if (*user != '\0') {
+    uint32_t id = 0;
+    int numeric = parse_id(user, &id);
+    int found = 0;
+    char* passwd = read_file("/etc/passwd");
+    for (char* line = passwd; line != NULL && *line != '\0' && !found;) {
+      char* f[7];
+      char* next;
+      uint32_t uid = 0, gid = 0;
+      if (split_line(line, f, 7, &next) >= 4 && parse_id(f[2], &uid) && parse_id(f[3], &gid) &&
+          (numeric ? uid == id : strcmp(f[0], user) == 0)) {
+        found = 1;
+        out->uid = uid;
+        out->gid = gid;
+        have_gid = 1;
+        snprintf(name, sizeof(name), "%s", f[0]);
+      }
+      line = next;
+    }
+    free(passwd);
+    if (!found && !numeric) {
+      dprintf(2, "flashroll-init: user \"%s\": no such user in the sandbox's /etc/passwd\n", user);
+      return ENOENT;
+    }
+    if (!found) out->uid = id;
+  }
+  char* groups = read_file("/etc/group");
+  int group_found = 0;
+  uint32_t group_id = 0;
+  int group_numeric = *group != '\0' && parse_id(group, &group_id);
+  for (char* line = groups; line != NULL && *line != '\0';) {
+    char* f[4];
+    char* next;
+    uint32_t gid = 0;
+    int n = split_line(line, f, 4, &next);
+    if (n >= 3 && parse_id(f[2], &gid)) {
+      if (*group != '\0' && !group_numeric && strcmp(f[0], group) == 0) {
+        group_found = 1;
+        group_id = gid;
+      }
+      if (name[0] != '\0' && n == 4 && listed(f[3], name) && out->ngroups < MAX_GROUPS) {
+        out->groups[out->ngroups++] = gid;
+      }
+    }
+    line = next;
+  }
+  free(groups);
+  if (*group != '\0') {
+    if (!group_numeric && !group_found) {
+      dprintf(2, "flashroll-init: group \"%s\": no such group in the sandbox's /etc/group\n", group);
+      return ENOENT;
+    }
+    out->gid = group_id;
+  } else if (!have_gid) {
+    out->gid = 0;
+  }
+  return 0;
+}
+
+/* Becomes the exec's user: groups first, then the gid, then the uid (which
+ * ends the capabilities of a non-root user, caps.h). */
+static int become(const struct credentials* c) {
+  if (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) != 0) return errno;
+  if (syscall(SYS_setresgid, c->gid, c->gid, c->gid) != 0) return errno;
+  if (syscall(SYS_setresuid, c->uid, c->uid, c->uid) != 0) return errno;
+  return 0;
+}
+
 static void handle_exec(const struct fr_init_header* h, char* payload, size_t payload_len, const int* fds, int nfds) {
   int err = 0;
   pid_t pid = -1;
   char** argv = NULL;
   char** envp = NULL;
   const char* cwd = "/";
+  const char* user = "";
+  const char* group = "";
+  int stage = FR_INIT_STAGE_EXEC;
   int slot = -1;
   for (int i = 0; i < MAX_EXECS; ++i) {
     if (g_running[i].pid == 0) {
@@ -103,7 +270,7 @@ static void handle_exec(const struct fr_init_header* h, char* payload, size_t pa
   }
   {
     size_t pos = 0;
-    uint32_t need = h->argc + h->envc + 1;
+    uint32_t need = h->argc + h->envc + 3;
     for (uint32_t i = 0; i < need; ++i) {
       if (pos >= payload_len) {
         err = EINVAL;
@@ -117,7 +284,9 @@ static void handle_exec(const struct fr_init_header* h, char* payload, size_t pa
       }
       if (i < h->argc) argv[i] = s;
       else if (i < h->argc + h->envc) envp[i - h->argc] = s;
-      else cwd = s;
+      else if (i == h->argc + h->envc) cwd = s;
+      else if (i == h->argc + h->envc + 1) user = s;
+      else group = s;
       pos += len + 1;
     }
   }
@@ -138,27 +307,40 @@ static void handle_exec(const struct fr_init_header* h, char* payload, size_t pa
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     setsid();
-    int e = 0;
+    int e = 0, at = FR_INIT_STAGE_EXEC;
     if (dup2(fds[0], 0) < 0 || dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0) e = errno;
-    if (e == 0) {
-      syscall(SYS_close_range, 3, ~0U, 0x4 /* CLOSE_RANGE_CLOEXEC */);
-      if (chdir(cwd) != 0) e = errno;
+    if (e == 0) syscall(SYS_close_range, 3, ~0U, 0x4 /* CLOSE_RANGE_CLOEXEC */);
+    if (e == 0 && (*user != '\0' || *group != '\0')) {
+      static struct credentials creds;
+      at = FR_INIT_STAGE_CREDENTIALS;
+      e = resolve_credentials(user, group, &creds);
+      if (e == 0 && (e = become(&creds)) != 0) {
+        dprintf(2, "flashroll-init: user \"%s\" group \"%s\": cannot become uid %u gid %u: %s\n", user, group,
+                (unsigned)creds.uid, (unsigned)creds.gid, strerror(e));
+      }
+      if (e == 0) at = FR_INIT_STAGE_EXEC;
     }
+    /* As the user, so that a directory it may not enter is refused. */
+    if (e == 0 && chdir(cwd) != 0) e = errno;
     if (e == 0) {
       exec_command(argv, envp);
       e = errno;
     }
-    (void)!write(report[1], &e, sizeof(e));
+    int why[2] = {e, at};
+    (void)!write(report[1], why, sizeof(why));
     _exit(127);
   }
   close(report[1]);
   {
-    int child_err = 0;
+    int why[2] = {0, FR_INIT_STAGE_EXEC};
     ssize_t n;
     do {
-      n = read(report[0], &child_err, sizeof(child_err));
+      n = read(report[0], why, sizeof(why));
     } while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)sizeof(child_err)) err = child_err;
+    if (n == (ssize_t)sizeof(why)) {
+      err = why[0];
+      stage = why[1];
+    }
   }
   close(report[0]);
   if (err == 0) {
@@ -169,7 +351,7 @@ done:
   for (int i = 0; i < nfds; ++i) close(fds[i]);
   free(argv);
   free(envp);
-  send_header(FR_INIT_STARTED, h->exec_id, pid > 0 ? pid : -1, err);
+  send_header(FR_INIT_STARTED, h->exec_id, pid > 0 ? pid : -1, err, err != 0 ? (uint32_t)stage : 0);
 }
 
 /* Only an exec that is running (started, not yet reaped) is signalled: a
@@ -197,7 +379,7 @@ static void reap(void) {
     if (pid <= 0) return;
     for (int i = 0; i < MAX_EXECS; ++i) {
       if (g_running[i].pid == pid) {
-        send_header(FR_INIT_EXITED, g_running[i].exec_id, status, 0);
+        send_header(FR_INIT_EXITED, g_running[i].exec_id, status, 0, 0);
         g_running[i].pid = 0;
       }
     }

@@ -117,13 +117,15 @@ TEST(TaskSandboxSpecTest, TheTasksEnvironmentOverTheJobsSpec) {
   auto same = TaskSandboxSpec(job, task);
   ASSERT_TRUE(same.ok()) << same.status().ToString();
   EXPECT_EQ(same->memory_bytes, job.memory_bytes);
+  EXPECT_EQ(same->disk_bytes, job.disk_bytes);
   EXPECT_EQ(same->image, sandbox::ImageKind::kHost);
   EXPECT_EQ(same->net, sandbox::NetMode::kNone);
-  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}};
+  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}, 256ull << 20};
   auto over = TaskSandboxSpec(job, task);
   ASSERT_TRUE(over.ok()) << over.status().ToString();
   EXPECT_EQ(over->image, sandbox::ImageKind::kBusybox);
   EXPECT_EQ(over->memory_bytes, 128ull << 20);
+  EXPECT_EQ(over->disk_bytes, 256ull << 20);
   EXPECT_EQ(over->pids, 32);
   EXPECT_EQ(over->cpus, 0.25);
   EXPECT_EQ(over->net, sandbox::NetMode::kPolicy);

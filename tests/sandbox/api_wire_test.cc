@@ -134,6 +134,35 @@ TEST(ApiWireTest, ExecCallAndResultRoundTrip) {
   EXPECT_EQ(rback->duration_ms, 12.5);
 }
 
+// An exec's and a sandbox's user: a name or a number, checked at the edge.
+TEST(ApiWireTest, UserAndGroupTravelAsNamesOrNumbers) {
+  ExecCall call;
+  call.argv = {"id"};
+  call.user = "postgres";
+  call.group = "104";
+  const Json wire = ExecCallToJson(call);
+  auto back = ExecCallFromJson(JsonView(wire, "body"));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->user, "postgres");
+  EXPECT_EQ(back->group, "104");
+  const Json numeric = {{"cmd", {"id"}}, {"user", 65534}};
+  EXPECT_EQ(ExecCallFromJson(JsonView(numeric, "body"))->user, "65534");
+  const Json colon = {{"cmd", {"id"}}, {"user", "a:b"}};
+  EXPECT_NE(ExecCallFromJson(JsonView(colon, "body")).status().message().find("body: user 'a:b'"), std::string::npos)
+      << ExecCallFromJson(JsonView(colon, "body")).status().ToString();
+  const Json negative = {{"cmd", {"id"}}, {"user", -1}};
+  EXPECT_FALSE(ExecCallFromJson(JsonView(negative, "body")).ok());
+
+  SandboxSpec spec;
+  spec.user = "nobody";
+  spec.group = "nogroup";
+  const Json spec_wire = SpecToJson(spec);
+  auto spec_back = SpecFromJson(JsonView(spec_wire, "body"));
+  ASSERT_TRUE(spec_back.ok()) << spec_back.status().ToString();
+  EXPECT_EQ(spec_back->user, "nobody");
+  EXPECT_EQ(spec_back->group, "nogroup");
+}
+
 TEST(ApiWireTest, EventPageRoundTrips) {
   EventPage page;
   page.next_cursor = 3;

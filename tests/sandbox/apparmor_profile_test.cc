@@ -74,10 +74,17 @@ TEST(AppArmorProfileTest, SaysWhatTheSpecAsksFor) {
                            "  \"/tmp/**\" rwlk,\n", "  /dev/null rw,\n"}) {
     EXPECT_NE(text.find(rule), std::string::npos) << rule;
   }
-  // No writes to /proc, /sys or /dev trees; no raw sockets; no capabilities.
-  for (const char* absent : {"\"/proc", "\"/sys", "\"/dev", "network inet raw", "capability"}) {
+  // No writes to /proc, /sys or /dev trees; no raw sockets; only the
+  // sandbox's bounded capabilities (caps.h), in one rule.
+  for (const char* absent : {"\"/proc", "\"/sys", "\"/dev", "network inet raw", "sys_admin", "net_admin",
+                             "sys_ptrace", "sys_module", "net_raw", "mknod"}) {
     EXPECT_EQ(text.find(absent), std::string::npos) << absent;
   }
+  const std::string capabilities =
+      "  capability chown dac_override fowner fsetid kill setgid setuid setpcap net_bind_service sys_chroot "
+      "audit_write,\n";
+  EXPECT_NE(text.find(capabilities), std::string::npos);
+  EXPECT_EQ(text.find("capability"), text.rfind("capability"));
 }
 
 TEST(AppArmorProfileTest, RawSocketsOnlyWithNetPolicy) {

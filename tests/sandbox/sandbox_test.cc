@@ -62,12 +62,20 @@ TEST_F(SandboxTest, EnvironmentCwdAndIsolationFacts) {
   EXPECT_EQ(r->stdout_data, "/tmp\nbar\nsandbox\n2\nflashroll-init\n");
 }
 
-TEST_F(SandboxTest, ProcessesRunWithoutPrivilegesUnderSeccomp) {
+// Root inside holds only the bounded set (caps_test.cc has the rest); a
+// non-root user holds nothing.
+TEST_F(SandboxTest, ProcessesRunWithBoundedPrivilegesUnderSeccomp) {
   const std::string id = CreateOrDie();
   ExecResult r = Sh(id, "grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status");
   EXPECT_EQ(r.stdout_data,
-            "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\n"
+            "CapPrm:\t00000000200405fb\nCapEff:\t00000000200405fb\nCapBnd:\t00000000200405fb\n"
             "CapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
+  ExecRequest nobody;
+  nobody.argv = {"grep", "-E", "^(CapEff|CapPrm):", "/proc/self/status"};
+  nobody.user = "nobody";
+  auto as_nobody = manager_->Exec(id, nobody);
+  ASSERT_TRUE(as_nobody.ok()) << as_nobody.status().ToString();
+  EXPECT_EQ(as_nobody->stdout_data, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n");
 }
 
 TEST_F(SandboxTest, HostImageRunsPythonAndGit) {
@@ -85,10 +93,12 @@ TEST_F(SandboxTest, HostImageRunsPythonAndGit) {
 // stay out, and a change on the host is seen by the next sandbox.
 TEST_F(SandboxTest, HostImageEtcIsACurrentCopyWithoutSecrets) {
   const std::string id = CreateOrDie();
-  EXPECT_EQ(Sh(id, "cat /etc/hostname /etc/shadow 2>/dev/null; ls /etc/ssl/private 2>&1 >/dev/null | wc -l; "
-                   "test -s /etc/ssl/certs/ca-certificates.crt && echo certs")
+  // /etc/shadow is the image's own, every account locked (for PAM): no
+  // password field but "*".
+  EXPECT_EQ(Sh(id, "cat /etc/hostname 2>/dev/null; cut -d: -f2 /etc/shadow | sort -u; "
+                   "ls /etc/ssl/private 2>&1 >/dev/null | wc -l; test -s /etc/ssl/certs/ca-certificates.crt && echo certs")
                 .stdout_data,
-            "1\ncerts\n");
+            "*\n1\ncerts\n");
   auto before = ResolveImage(SandboxSpec());
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   struct stat st {};

@@ -34,6 +34,21 @@ TEST(JobConfigTest, DefaultsFillOptionalSections) {
   EXPECT_EQ(config->scheduler.group_size, JobConfig{}.scheduler.group_size);
 }
 
+// sandbox.disk: the writable root's bytes on disk, independent of memory.
+TEST(JobConfigTest, SandboxDiskIsReadAndChecked) {
+  const std::string head = "kind: rl_job\nname: d\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n";
+  auto defaults = ParseJobConfig(*ParseYaml(head, "d.yaml"));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->sandbox.disk_bytes, 1ull << 30);
+  auto set = ParseJobConfig(*ParseYaml(head + "sandbox: {memory: 64M, disk: 256M}\n", "d.yaml"));
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->sandbox.disk_bytes, 256ull << 20);
+  EXPECT_EQ(set->sandbox.memory_bytes, 64ull << 20);
+  auto tiny = ParseJobConfig(*ParseYaml(head + "sandbox: {disk: 4K}\n", "d.yaml"));
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.status().message().find("sandbox.disk"), std::string::npos) << tiny.status().ToString();
+}
+
 TEST(JobConfigTest, LengthPenaltyOnAllOrOnlySuccessfulSamples) {
   const std::string head = "kind: rl_job\nname: r\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n";
   auto defaults = ParseJobConfig(*ParseYaml(head, "r.yaml"));

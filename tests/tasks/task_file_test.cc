@@ -67,7 +67,7 @@ TEST(TaskFileTest, AnEnvironmentOverTheJobsSandbox) {
   - id: fetch-1
     prompt: p
     answer: "1"
-    environment: {image: busybox, memory: 128M, pids: 32, cpus: 0.25, net: policy, allow: ["10.0.0.7:443"]}
+    environment: {image: busybox, memory: 128M, pids: 32, cpus: 0.25, net: policy, allow: ["10.0.0.7:443"], disk: 256M}
   - id: plain-1
     prompt: p
     answer: "1"
@@ -80,9 +80,11 @@ TEST(TaskFileTest, AnEnvironmentOverTheJobsSandbox) {
   EXPECT_EQ(env.cpus, 0.25);
   EXPECT_EQ(env.net, "policy");
   EXPECT_EQ(env.allow, (std::vector<std::string>{"10.0.0.7:443"}));
+  EXPECT_EQ(env.disk_bytes, 256ull << 20);
   const TaskEnvironment& plain = (*tasks)[1].environment;
   EXPECT_TRUE(plain.image.empty());
   EXPECT_FALSE(plain.memory_bytes.has_value());
+  EXPECT_FALSE(plain.disk_bytes.has_value());
   EXPECT_TRUE(plain.net.empty());
 }
 

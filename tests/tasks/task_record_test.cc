@@ -37,11 +37,12 @@ TEST(TaskRecordTest, ChecksAndSetupRoundTrip) {
   task.check.fail_to_pass = {"t::a"};
   task.check.pass_to_pass = {"t::b", "t::c"};
   task.check.files = {{"tests/test_a.py", "def test_a(): pass\n"}};
-  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}};
+  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}, 256ull << 20};
   auto back = FromTaskRecord(task.family, task.id, ToTaskRecord(task));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->environment.image, "busybox");
   EXPECT_EQ(back->environment.memory_bytes, 128ull << 20);
+  EXPECT_EQ(back->environment.disk_bytes, 256ull << 20);
   EXPECT_EQ(back->environment.pids, 32);
   EXPECT_EQ(back->environment.cpus, 0.25);
   EXPECT_EQ(back->environment.net, "policy");
