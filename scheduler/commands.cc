@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "common/flags.h"
@@ -24,36 +25,95 @@ std::atomic<bool> g_stop{false};
 
 void OnSignal(int) { g_stop = true; }
 
+constexpr char kDefaultStore[] = "runs/quickstart.db";
+
+// The job to resume and its config: from the store (--store, else CONFIG's
+// `store:`, else runs/quickstart.db). A CONFIG given as well must be the
+// tree the job was started with.
+Result<JobConfig> ResumedJobConfig(const std::vector<std::string>& files, const std::string& resume,
+                                   std::string store_path) {
+  std::optional<ConfigFile> given;
+  if (!files.empty()) {
+    FR_ASSIGN_OR_RETURN(given, LoadYamlFile(files[0]));
+    FR_ASSIGN_OR_RETURN(JobConfig config, ParseJobConfig(*given));
+    if (store_path.empty()) store_path = config.store_path;
+    if (store_path != config.store_path) {
+      return Status::InvalidArgument("--store: " + store_path + ", but " + files[0] + " keeps its jobs in " +
+                                     config.store_path);
+    }
+  }
+  if (store_path.empty()) store_path = kDefaultStore;
+  std::error_code ec;
+  if (!std::filesystem::exists(store_path, ec)) return Status::NotFound("--store: no such file: " + store_path);
+  std::string name, yaml;
+  {
+    FR_ASSIGN_OR_RETURN(std::unique_ptr<sqlite::Database> db, store::OpenStore(store_path));
+    auto job_id = FindJob(*db, resume);
+    if (!job_id.ok()) return job_id.status().Wrap("--resume (store " + store_path + ")");
+    FR_ASSIGN_OR_RETURN(sqlite::Statement stmt, db->Prepare("SELECT name, config_yaml FROM jobs WHERE id = ?1"));
+    FR_RETURN_IF_ERROR(stmt.Bind(1, *job_id));
+    FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return Status::NotFound("--resume: job " + resume + " vanished from " + store_path);
+    name = stmt.ColumnText(0);
+    yaml = stmt.ColumnText(1);
+  }
+  FR_ASSIGN_OR_RETURN(ConfigFile stored, ParseYaml(yaml, "the config of job '" + name + "' in " + store_path));
+  if (given) FR_RETURN_IF_ERROR(CheckSameJobConfig(*given, stored, name));
+  FR_ASSIGN_OR_RETURN(JobConfig config, ParseJobConfig(given ? *given : stored));
+  // The store it was found in, wherever its config says (a moved store).
+  config.store_path = store_path;
+  return config;
+}
+
 int RunJob(const std::vector<std::string>& args) {
   std::vector<std::string> files;
-  std::string resume;
+  std::string resume, store_path;
   bool json = false;
-  FlagParser flags("flashroll run CONFIG [--resume JOB]",
+  FlagParser flags("flashroll run CONFIG | flashroll run --resume JOB [--store PATH] [CONFIG]",
                    "Runs an RL job described by a `kind: rl_job` YAML file: samples every task x effort x G in\n"
                    "sandboxes on the embedded engine, scores them, writes each to the store as it finishes and\n"
                    "hands complete groups to a trainer (trainer API) unless `training: none`. With a `training:`\n"
-                   "map the job starts the trainer (training.command, default the Python GRPO trainer), restarts\n"
-                   "it if it dies, swaps in each checkpoint it publishes mid-rollout, and ends when it has taken\n"
-                   "its steps; training.eval_tasks runs a fixed evaluation set before and after. Prints `job: ID`\n"
-                   "first, a status line every few seconds, and a summary table (with training: the per-step\n"
-                   "table and the evaluation's change with its standard error). Ctrl-C pauses the job;\n"
-                   "--resume continues it without losing or repeating a finished sample, on the last weights.");
-  flags.Positional("CONFIG", &files, "the job's YAML config, e.g. configs/quickstart.yaml");
-  flags.String("--resume", &resume, "resume the job of this name or id from the config's store");
+                   "map the job starts the trainer (training.command, default the Python trainer of\n"
+                   "training.algorithm), restarts it if it dies, swaps in each checkpoint it publishes mid-rollout,\n"
+                   "and ends when it has taken its steps; training.eval_tasks runs a fixed evaluation set before\n"
+                   "and after. A missing trainer_api.token_file is created (a fresh token, mode 0600); a distill\n"
+                   "job serves its training.teacher.model itself on a free port. Prints `job: ID` first, a status\n"
+                   "line every few seconds, and a summary table (with training: the per-step table and the\n"
+                   "evaluation's change with its standard error). Ctrl-C pauses the job; --resume continues it\n"
+                   "without losing or repeating a finished sample, on the last weights, with the config stored\n"
+                   "with the job (a CONFIG given too must be the same, or the run is refused naming the first\n"
+                   "key that differs).");
+  flags.Positional("CONFIG", &files, "the job's YAML config, e.g. configs/quickstart.yaml (optional with --resume)");
+  flags.String("--resume", &resume, "resume the job of this name or id, with the config stored with it");
+  flags.String("--store", &store_path,
+               std::string("with --resume: the job's store (default: CONFIG's `store:`, else ") + kDefaultStore + ")");
   flags.Bool("--json", &json, "print the summary as JSON");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
-  if (files.size() != 1) return ReportFailure(Status::InvalidArgument("run: expected exactly one CONFIG"));
+  if (files.size() > 1) return ReportFailure(Status::InvalidArgument("run: expected at most one CONFIG"));
+  if (resume.empty() && files.empty()) {
+    return ReportFailure(Status::InvalidArgument("run: expected a CONFIG, or --resume JOB"));
+  }
+  if (resume.empty() && !store_path.empty()) {
+    return ReportFailure(Status::InvalidArgument("--store: only with --resume (a new job's store is CONFIG's `store:`)"));
+  }
 
-  auto file = LoadYamlFile(files[0]);
-  if (!file.ok()) return ReportFailure(file.status());
-  auto config = ParseJobConfig(*file);
+  std::string yaml;
+  Result<JobConfig> config = Status::Internal("unset");
+  if (!resume.empty()) {
+    config = ResumedJobConfig(files, resume, store_path);
+  } else {
+    auto file = LoadYamlFile(files[0]);
+    if (!file.ok()) return ReportFailure(file.status());
+    config = ParseJobConfig(*file);
+    std::ifstream in(files[0]);
+    std::stringstream text;
+    text << in.rdbuf();
+    yaml = text.str();
+  }
   if (!config.ok()) return ReportFailure(config.status());
-  std::ifstream in(files[0]);
-  std::stringstream yaml;
-  yaml << in.rdbuf();
 
   RlJobOptions options;
-  options.config_yaml = yaml.str();
+  options.config_yaml = yaml;
   options.resume = resume;
   options.stop = &g_stop;
   options.on_started = [](int64_t id) {
@@ -76,15 +136,15 @@ int RunJob(const std::vector<std::string>& args) {
     std::fputs(summary->ToText().c_str(), stdout);
   }
   if (summary->status != "completed") {
-    std::fprintf(stderr, "paused: resume with `flashroll run %s --resume %lld`\n", files[0].c_str(),
-                 static_cast<long long>(summary->job_id));
+    std::fprintf(stderr, "paused: resume with `flashroll run --resume %lld --store %s`\n",
+                 static_cast<long long>(summary->job_id), config->store_path.c_str());
     return 130;
   }
   return 0;
 }
 
 int Export(const std::vector<std::string>& args) {
-  std::string store_path = "runs/quickstart.db", job, format = "jsonl", output;
+  std::string store_path = kDefaultStore, job, format = "jsonl", output;
   FlagParser flags("flashroll export --job JOB [--store PATH] [--format jsonl] [--output FILE]",
                    "Writes a job's finished samples, one JSON object per line: sample_id, task_id, group_id,\n"
                    "effort, token_ids, logprobs, versions, loss_mask, reward, reward_parts, advantage, status.");

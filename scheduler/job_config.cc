@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,8 @@ Schema TrainingSchema() {
       .Optional("steps", Schema::Int(1, 10'000'000))
       .Optional("learning_rate", Schema::Float(0, 1))
       .Optional("clip", Schema::Float(0, 10))
+      .Optional("ratio_bound", Schema::Enum({"dual_clip", "truncated_is", "none"}))
+      .Optional("ratio_cap", Schema::Float(1, 1000))
       .Optional("kl", Schema::Float(0, 1000))
       .Optional("negative_weight", Schema::Float(0, 1))
       .Optional("entropy_weight", Schema::Float(-10, 10))
@@ -28,8 +31,13 @@ Schema TrainingSchema() {
       .Optional("command", Schema::List(Schema::String(), 1))
       .Optional("checkpoint_dir", Schema::String())
       .Optional("restarts", Schema::Int(0, 100))
-      .Optional("teacher_url", Schema::String())
-      .Optional("teacher_model", Schema::String())
+      .Optional("teacher", Schema::Map()
+                               .Optional("model", Schema::String())
+                               .Optional("threads", Schema::Int(1, 256))
+                               .Optional("kv_memory", Schema::ByteSize(1ull << 20))
+                               .Optional("url", Schema::String())
+                               .Optional("name", Schema::String())
+                               .Optional("token_file", Schema::String()))
       .Optional("eval_tasks", Schema::Int(0, 100'000))
       .Optional("eval_seed", Schema::Int());
 }
@@ -126,6 +134,121 @@ int64_t ModelContext(const std::string& model_path) {
     return 0;
   }
   return config["max_position_embeddings"].get<int64_t>();
+}
+
+// A Hugging Face tokenizer file, parsed; null when absent or unreadable.
+nlohmann::json ReadJsonFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+// Why the teacher's tokenizer is not the student's, or "" when the two
+// directories hold the same tokenizer.json and vocab_size. A GGUF file
+// carries its tokenizer inside; the job compares those when it loads them.
+std::string TokenizerDifference(const std::string& student, const std::string& teacher) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(student, ec) || !fs::is_directory(teacher, ec)) return "";
+  const nlohmann::json a = ReadJsonFile(fs::path(student) / "tokenizer.json");
+  const nlohmann::json b = ReadJsonFile(fs::path(teacher) / "tokenizer.json");
+  if (a != b) {
+    return teacher + "/tokenizer.json is not " + student + "/tokenizer.json (model.path's)";
+  }
+  const nlohmann::json ca = ReadJsonFile(fs::path(student) / "config.json");
+  const nlohmann::json cb = ReadJsonFile(fs::path(teacher) / "config.json");
+  const auto vocab = [](const nlohmann::json& config) -> nlohmann::json {
+    return config.is_object() && config.contains("vocab_size") ? config["vocab_size"] : nlohmann::json(nullptr);
+  };
+  if (vocab(ca) != vocab(cb)) {
+    return "its config.json has vocab_size " + vocab(cb).dump() + ", model.path's " + vocab(ca).dump();
+  }
+  return "";
+}
+
+// training.teacher: required by distill (a model the job serves, or a
+// running server), with the student's tokenizer; unused by grpo.
+Status CheckTeacher(const ConfigFile& file, const JobConfig& c) {
+  const YAML::Node& root = file.root;
+  const JobConfig::Training::Teacher& t = c.training.teacher;
+  const YAML::Node node = Where(root, "training", "teacher");
+  const bool named = root["training"]["teacher"].IsDefined();
+  if (c.training.algorithm != "distill") {
+    if (named) return file.ErrorAt(node, "training.teacher", "only training.algorithm distill has a teacher");
+    return Status::Ok();
+  }
+  if (t.model.empty() == t.url.empty()) {
+    return file.ErrorAt(node, "training.teacher",
+                        "required when training.algorithm is distill: give model (a model directory the job "
+                        "serves, e.g. {model: models/default-moe}) or url and name (a running `flashroll serve`), "
+                        "not both");
+  }
+  if (!t.url.empty()) {
+    if (t.name.empty()) {
+      return file.ErrorAt(node, "training.teacher.name", "required with training.teacher.url (its served model name)");
+    }
+    return Status::Ok();
+  }
+  const YAML::Node model = node["model"];
+  for (const char* key : {"name", "token_file"}) {
+    if (node[key].IsDefined()) {
+      return file.ErrorAt(node[key], std::string("training.teacher.") + key,
+                          "only with training.teacher.url; the job names and guards the teacher it serves itself");
+    }
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(t.model, ec)) {
+    return file.ErrorAt(model, "training.teacher.model", "no such file or directory: " + t.model);
+  }
+  if (const std::string why = TokenizerDifference(c.model.path, t.model); !why.empty()) {
+    return file.ErrorAt(model, "training.teacher.model",
+                        "the teacher must share the student's tokenizer (distillation compares their "
+                        "distributions token by token): " + why);
+  }
+  return Status::Ok();
+}
+
+// Where two YAML trees first differ: the key path, the value on each side
+// (undefined where the key is absent) and the node of `given` to point at.
+struct YamlDifference {
+  std::string key;
+  YAML::Node given, stored, anchor;
+};
+
+std::optional<YamlDifference> FirstDifference(const YAML::Node& given, const YAML::Node& stored,
+                                              const std::string& path) {
+  const auto at = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  const YAML::Node absent(YAML::NodeType::Undefined);
+  if (given.Type() != stored.Type() || (given.IsScalar() && given.Scalar() != stored.Scalar())) {
+    return YamlDifference{path, given, stored, given};
+  }
+  if (given.IsSequence()) {
+    for (size_t i = 0; i < given.size() || i < stored.size(); ++i) {
+      const std::string item = path + "[" + std::to_string(i) + "]";
+      if (i >= given.size()) return YamlDifference{item, absent, stored[i], given};
+      if (i >= stored.size()) return YamlDifference{item, given[i], absent, given[i]};
+      if (auto d = FirstDifference(given[i], stored[i], item)) return d;
+    }
+  }
+  if (given.IsMap()) {
+    for (const auto& entry : given) {
+      const std::string key = entry.first.Scalar();
+      if (!stored[key].IsDefined()) return YamlDifference{at(key), entry.second, absent, entry.second};
+      if (auto d = FirstDifference(entry.second, stored[key], at(key))) return d;
+    }
+    for (const auto& entry : stored) {
+      const std::string key = entry.first.Scalar();
+      if (!given[key].IsDefined()) return YamlDifference{at(key), absent, entry.second, given};
+    }
+  }
+  return std::nullopt;
+}
+
+std::string Shown(const YAML::Node& node) {
+  if (!node.IsDefined()) return "absent";
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
 }
 
 }  // namespace
@@ -232,6 +355,8 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     t.steps = ReadInt(training, "steps", t.steps);
     t.learning_rate = ReadFloat(training, "learning_rate", t.learning_rate);
     t.clip = ReadFloat(training, "clip", t.clip);
+    t.ratio_bound = ReadString(training, "ratio_bound", t.ratio_bound);
+    t.ratio_cap = ReadFloat(training, "ratio_cap", t.ratio_cap);
     t.kl = ReadFloat(training, "kl", t.kl);
     t.negative_weight = ReadFloat(training, "negative_weight", t.negative_weight);
     t.entropy_weight = ReadFloat(training, "entropy_weight", t.entropy_weight);
@@ -241,8 +366,14 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     t.checkpoint_dir = ReadString(training, "checkpoint_dir",
                                   (std::filesystem::path(c.store_path).parent_path() / (c.name + "-checkpoints")).string());
     t.restarts = ReadInt(training, "restarts", t.restarts);
-    t.teacher_url = ReadString(training, "teacher_url", t.teacher_url);
-    t.teacher_model = ReadString(training, "teacher_model", t.teacher_model);
+    if (const YAML::Node teacher = training["teacher"]; teacher.IsDefined() && teacher.IsMap()) {
+      t.teacher.model = ReadString(teacher, "model", t.teacher.model);
+      t.teacher.threads = ReadInt(teacher, "threads", t.teacher.threads);
+      t.teacher.kv_memory_bytes = ReadByteSize(teacher, "kv_memory", t.teacher.kv_memory_bytes);
+      t.teacher.url = ReadString(teacher, "url", t.teacher.url);
+      t.teacher.name = ReadString(teacher, "name", t.teacher.name);
+      t.teacher.token_file = ReadString(teacher, "token_file", t.teacher.token_file);
+    }
     t.eval_tasks = ReadInt(training, "eval_tasks", t.eval_tasks);
     t.eval_seed = ReadInt(training, "eval_seed", t.eval_seed);
   }
@@ -300,15 +431,11 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
                         "training with an external policy is not built (the job cannot swap that server's weights); "
                         "use training: none, or the embedded engine");
   }
-  if (c.training.enabled && c.training.algorithm == "distill") {
-    const std::pair<const char*, const std::string*> required[] = {{"teacher_url", &c.training.teacher_url},
-                                                                   {"teacher_model", &c.training.teacher_model}};
-    for (const auto& [key, value] : required) {
-      if (value->empty()) {
-        return file.ErrorAt(Where(root, "training", key), std::string("training.") + key,
-                            "required when training.algorithm is distill (the teacher that scores the samples)");
-      }
-    }
+  if (c.training.enabled) FR_RETURN_IF_ERROR(CheckTeacher(file, c));
+  if (c.training.enabled && c.training.ratio_bound == "dual_clip" && c.training.ratio_cap <= 1 + c.training.clip) {
+    return file.ErrorAt(Where(root, "training", "ratio_cap"), "training.ratio_cap",
+                        "must exceed 1 + training.clip (" + std::to_string(1 + c.training.clip) +
+                            ") with ratio_bound dual_clip: the bound applies beyond the clipped range");
   }
   if (c.scheduler.max_per_task < c.scheduler.group_size) {
     return file.ErrorAt(Where(root, "scheduler", "max_per_task"), "scheduler.max_per_task",
@@ -321,6 +448,15 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
                             "): a group's samples start together");
   }
   return c;
+}
+
+Status CheckSameJobConfig(const ConfigFile& given, const ConfigFile& stored, const std::string& job) {
+  const std::optional<YamlDifference> d = FirstDifference(given.root, stored.root, "");
+  if (!d) return Status::Ok();
+  return given.ErrorAt(d->anchor, d->key.empty() ? "(the whole file)" : d->key,
+                       "differs from the config job '" + job + "' was started with (" + Shown(d->given) + " here, " +
+                           Shown(d->stored) + " there): resume without CONFIG to use the stored one, or start a "
+                           "new job");
 }
 
 }  // namespace flashroll

@@ -99,6 +99,13 @@ struct JobConfig {
     int64_t steps = 4;
     double learning_rate = 1e-5;
     double clip = 0.2;               // PPO clip epsilon
+    // grpo: how a stale token's importance ratio r is bounded (--ratio-bound):
+    // dual_clip (PPO-clip, and -A * min(r, ratio_cap)'s bound on a negative
+    // advantage), truncated_is (min(r, ratio_cap) as a fixed weight on the
+    // policy gradient, no PPO clip) or none (PPO-clip alone, whose loss grows
+    // with r when A < 0).
+    std::string ratio_bound = "dual_clip";
+    double ratio_cap = 3.0;          // c of dual_clip / truncated_is (--ratio-cap)
     double kl = 0.0;                 // KL-to-reference coefficient
     double negative_weight = 1.0;    // grpo: factor on negative advantages (--negative-weight)
     // grpo: weight of the masked tokens' entropy in the loss (--entropy-weight;
@@ -111,8 +118,17 @@ struct JobConfig {
     std::vector<std::string> command;
     std::string checkpoint_dir;      // default: beside the store, <name>-checkpoints
     int64_t restarts = 2;            // a trainer that dies is restarted this often, then the job fails
-    std::string teacher_url;         // distill: the teacher's OpenAI-compatible server
-    std::string teacher_model;       // distill: the model name it serves
+    // distill: the teacher that scores the student's samples. Either a model
+    // the job serves itself on an engine of its own (model; it must share the
+    // student's tokenizer), or a `flashroll serve` already running (url, name).
+    struct Teacher {
+      std::string model;
+      int64_t threads = 1;
+      uint64_t kv_memory_bytes = 256ull << 20;
+      std::string url;
+      std::string name;        // the served model name; required with url
+      std::string token_file;  // the url server's API key, if it wants one
+    } teacher;
     // The fixed evaluation set run before the first step and after the last:
     // eval_tasks tasks of the job's families x rollout.efforts; 0 = none.
     int64_t eval_tasks = 0;
@@ -135,5 +151,12 @@ Schema JobConfigSchema(bool training_map);
 // max_tokens within its context, and the cross-field rules. Errors read
 // "path:line: key.path: what is wrong".
 Result<JobConfig> ParseJobConfig(const ConfigFile& file);
+
+// Ok when `given` is the same YAML tree as `stored` (the config a job was
+// started with; comments and layout aside). Otherwise an error at the first
+// key (in `given`'s order) whose value differs, is missing from one, or is
+// extra: "given:line: key.path: differs from the config job `job` was
+// started with (...)".
+Status CheckSameJobConfig(const ConfigFile& given, const ConfigFile& stored, const std::string& job);
 
 }  // namespace flashroll

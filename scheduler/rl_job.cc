@@ -28,8 +28,10 @@
 #include "scheduler/batch_queue.h"
 #include "scheduler/export.h"
 #include "scheduler/sample_scheduler.h"
+#include "scheduler/teacher.h"
 #include "scheduler/trainer_api.h"
 #include "scheduler/trainer_supervisor.h"
+#include "scheduler/trainer_token.h"
 #include "scheduler/training_report.h"
 #include "scheduler/trajectory.h"
 #include "tasks/rng.h"
@@ -237,6 +239,7 @@ class Job {
   BatchQueue queue_;
   std::unique_ptr<TrainerApi> trainer_api_;
   std::unique_ptr<engine::WeightLoader> weights_;
+  std::unique_ptr<Teacher> teacher_;  // distill; outlives the trainer that asks it
   std::unique_ptr<TrainerSupervisor> trainer_;
   Json eval_ = Json::object();  // {"before": ..., "after": ...}
 
@@ -583,6 +586,9 @@ std::string Job::StatusLine(double seconds) {
           std::to_string(scheduler_->in_flight()) + "  engine " +
           Fixed(seconds > 0 ? static_cast<double>(stats.generated_tokens) / seconds : 0.0, 0) + " tok/s  busy " +
           Fixed(polls_ ? 100.0 * static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0, 0) + "%";
+  if (trainer_) {
+    if (const std::string step = LastStepStatus(JobFile("trainer.jsonl")); !step.empty()) line += "  " + step;
+  }
   return line;
 }
 
@@ -685,14 +691,15 @@ void Job::WriteReport() {
 }
 
 Status Job::StartTraining() {
-  FR_ASSIGN_OR_RETURN(std::string token, LoadTokenFile(config_.trainer_api.token_file));
+  auto token = LoadOrCreateTokenFile(config_.trainer_api.token_file);
+  if (!token.ok()) return token.status().Wrap("trainer_api.token_file");
   TrainerApiOptions api;
   const std::string& listen = config_.trainer_api.listen;
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) return Status::InvalidArgument("trainer_api.listen: want HOST:PORT, got " + listen);
   api.http.host = listen.substr(0, colon);
   api.http.port = std::atoi(listen.c_str() + colon + 1);
-  api.http.bearer_token = token;
+  api.http.bearer_token = *token;
   api.on_weights = [this](const std::string& path, int64_t version) { return weights_->Start(path, version); };
   api.status = [this]() -> Json {
     Json status;
@@ -712,8 +719,18 @@ Status Job::StartTraining() {
   if (config_.training.eval_tasks > 0) {
     FR_ASSIGN_OR_RETURN(eval_["before"], EvaluateNow("before training"));
   }
+  TrainerEndpoints endpoints;
+  endpoints.api_url = trainer_api_->base_url();
+  endpoints.log_path = JobFile("trainer.jsonl");
+  if (config_.training.algorithm == "distill") {
+    FR_ASSIGN_OR_RETURN(teacher_, Teacher::Start(config_, *tokenizer_, *token));
+    log::Info("teacher serving", {{"url", teacher_->url()}, {"model", teacher_->name()}});
+    endpoints.teacher_url = teacher_->url();
+    endpoints.teacher_name = teacher_->name();
+    endpoints.teacher_token_file = teacher_->token_file();
+  }
   ChildOptions child;
-  child.argv = TrainerArgv(config_, {trainer_api_->base_url(), JobFile("trainer.jsonl")});
+  child.argv = TrainerArgv(config_, endpoints);
   child.env = TrainerEnvironment();
   child.output_path = JobFile("trainer.log");
   auto on_event = [this](const std::string& line) {

@@ -25,8 +25,6 @@ std::vector<std::string> TrainerArgv(const JobConfig& config, const TrainerEndpo
       "--checkpoint-root", t.checkpoint_dir,
       "--steps", std::to_string(t.steps),
       "--lr", Number(t.learning_rate),
-      "--clip", Number(t.clip),
-      "--kl", Number(t.kl),
       "--grad-clip", Number(t.grad_clip),
       "--groups-per-step", std::to_string(config.scheduler.batch_groups),
       "--temperature", Number(config.rollout.temperature),
@@ -37,11 +35,16 @@ std::vector<std::string> TrainerArgv(const JobConfig& config, const TrainerEndpo
   };
   argv.insert(argv.end(), flags.begin(), flags.end());
   if (t.algorithm == "grpo") {
-    argv.insert(argv.end(),
-                {"--negative-weight", Number(t.negative_weight), "--entropy-weight", Number(t.entropy_weight)});
+    argv.insert(argv.end(), {"--clip", Number(t.clip), "--kl", Number(t.kl),
+                             "--negative-weight", Number(t.negative_weight),
+                             "--entropy-weight", Number(t.entropy_weight),
+                             "--ratio-bound", t.ratio_bound, "--ratio-cap", Number(t.ratio_cap)});
   }
   if (t.algorithm == "distill") {
-    argv.insert(argv.end(), {"--teacher-url", t.teacher_url, "--teacher-model", t.teacher_model});
+    argv.insert(argv.end(), {"--teacher-url", endpoints.teacher_url, "--teacher-model", endpoints.teacher_name});
+    if (!endpoints.teacher_token_file.empty()) {
+      argv.insert(argv.end(), {"--teacher-token-file", endpoints.teacher_token_file});
+    }
   }
   return argv;
 }

@@ -27,10 +27,17 @@ namespace flashroll {
 struct TrainerEndpoints {
   std::string api_url;     // the trainer API, http://HOST:PORT
   std::string log_path;    // the trainer's per-step JSON lines
+  // distill: the teacher's server, the model name it serves and the file
+  // holding its API key (empty: it wants none).
+  std::string teacher_url, teacher_name, teacher_token_file;
 };
 
 // The trainer's command line: training.command (or /usr/bin/python3 -m
-// flashroll.trainers.<algorithm>) followed by the flags every trainer takes.
+// flashroll.trainers.<algorithm>) followed by the flags every trainer takes
+// and those of its algorithm (grpo: --clip, --kl, --negative-weight,
+// --entropy-weight, --ratio-bound, --ratio-cap; distill: --teacher-url,
+// --teacher-model, --teacher-token-file), nothing another algorithm's
+// parser would refuse.
 std::vector<std::string> TrainerArgv(const JobConfig& config, const TrainerEndpoints& endpoints);
 
 class TrainerSupervisor {

@@ -17,6 +17,11 @@ namespace flashroll {
 // objects are skipped; a missing file gives "".
 std::string TrainingStepsTable(const std::string& log_path);
 
+// The status line's part for the trainer's last step in its log: "step 3
+// loss 0.0123 reverse_kl 0.0123" (reverse_kl, clip_fraction, kl when the
+// trainer logs them). "" before the first step.
+std::string LastStepStatus(const std::string& log_path);
+
 // eval = {"before": EvalReport JSON, "after": ...}: per effort and in total,
 // success before and after with the change and its standard error, and mean
 // reasoning tokens with the change and a 95% interval. With both sides'

@@ -37,21 +37,48 @@ def weigh_negatives(advantages, weight):
     return torch.where(advantages < 0, advantages * weight, advantages)
 
 
-def grpo_loss(logp, behaviour_logp, advantages, loss_mask, clip, denominator, ref_logp=None, kl_coef=0.0):
-    """Token-level PPO-clip: -min(r A, clip(r, 1-clip, 1+clip) A) per token with
-    r = exp(logp - behaviour_logp), plus kl_coef * k3 to the reference when
-    ref_logp is given. All [B, T]. Returns (loss, clipped tokens, kl sum): loss
-    the masked sum / denominator; clipped the masked tokens whose ratio lies
-    outside [1-clip, 1+clip]; kl sum the masked k3 sum (0 without ref_logp)."""
+RATIO_BOUNDS = ("dual_clip", "truncated_is", "none")
+
+
+def grpo_loss(logp, behaviour_logp, advantages, loss_mask, clip, denominator, ref_logp=None, kl_coef=0.0,
+              ratio_bound="dual_clip", ratio_cap=3.0):
+    """Token-level PPO-clip on r = exp(logp - behaviour_logp), plus kl_coef * k3
+    to the reference when ref_logp is given. All [B, T].
+
+    A token sampled up to max_staleness versions ago can have a large r; with
+    a negative advantage PPO-clip's -min(r A, clip(r, 1-clip, 1+clip) A) is
+    then -r A, unbounded in loss and gradient. ratio_bound (c = ratio_cap):
+      dual_clip     PPO-clip, and for A < 0 at most -c A (Ye et al. 2020,
+                    dual-clip PPO): no gradient once r > c.
+      truncated_is  -min(r, c) A in value, with gradient -min(r, c) A dlogp:
+                    the importance weight truncated at c and held fixed
+                    (IMPALA's truncation), no PPO clip.
+      none          PPO-clip alone.
+    Either bound keeps |loss| <= c |A| per token.
+
+    Returns (loss, clipped tokens, kl sum): loss the masked sum / denominator;
+    clipped the masked tokens whose gradient the clip or the cap cut (dual_clip,
+    none: r outside [1-clip, 1+clip]; truncated_is: r > c); kl sum the masked
+    k3 sum (0 without ref_logp)."""
+    if ratio_bound not in RATIO_BOUNDS:
+        raise ValueError(f"ratio_bound {ratio_bound!r}: expected one of {', '.join(RATIO_BOUNDS)}")
     ratio = torch.exp(logp - behaviour_logp)
-    per_token = -torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+    if ratio_bound == "truncated_is":
+        weight = (ratio.clamp(max=ratio_cap) / ratio).detach()
+        per_token = -weight * ratio * advantages
+        cut = ratio > ratio_cap
+    else:
+        per_token = -torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+        if ratio_bound == "dual_clip":
+            per_token = torch.where(advantages < 0, torch.min(per_token, -ratio_cap * advantages), per_token)
+        cut = (ratio - 1).abs() > clip
     kl_sum = torch.zeros(())
     if ref_logp is not None:
         kl = kl_k3(logp, ref_logp)
         per_token = per_token + kl_coef * kl
         kl_sum = (kl * loss_mask).sum().detach()
     loss = (per_token * loss_mask).sum() / denominator
-    clipped = (((ratio - 1).abs() > clip).float() * loss_mask).sum().detach()
+    clipped = (cut.float() * loss_mask).sum().detach()
     return loss, clipped, kl_sum
 
 

@@ -96,3 +96,59 @@ def test_entropy_loss_is_the_masked_entropy_over_the_denominator_and_descends_to
     peaked = torch.tensor([[[1.0, 0.0]]], requires_grad=True)
     losses.entropy_loss(torch.log_softmax(peaked, -1), torch.ones(1, 1), 1.0).backward()
     assert peaked.grad[0, 0, 0] < 0 < peaked.grad[0, 0, 1]  # descent raises the mode's logit
+
+
+# A token sampled max_staleness versions ago that the trainer's weights now
+# favour: its ratio r grows without limit, and with a negative advantage
+# PPO-clip alone charges -r A.
+STALE_RATIOS = [1.0, 2.9, 3.1, 10.0, 1e3, 1e6]
+
+
+@pytest.mark.parametrize("ratio", STALE_RATIOS)
+def test_a_stale_token_with_a_negative_advantage_has_a_bounded_loss_and_gradient_by_default(ratio):
+    logp = torch.zeros(1, 1, requires_grad=True)
+    behaviour = torch.full((1, 1), -math.log(ratio))
+    advantage, mask = torch.full((1, 1), -1.5), torch.ones(1, 1)
+    loss, _, _ = losses.grpo_loss(logp, behaviour, advantage, mask, 0.2, 1.0)  # the trainer's default bound
+    loss.backward()
+    assert float(loss) <= 3.0 * 1.5 + 1e-6
+    assert float(logp.grad.abs().max()) <= 3.0 * 1.5 + 1e-6
+    if ratio > 3:  # past the cap the dual clip holds the loss at c |A|, with no gradient
+        assert float(loss) == pytest.approx(4.5)
+        assert float(logp.grad.abs().max()) == 0
+
+
+@pytest.mark.parametrize("bound", ["dual_clip", "truncated_is"])
+def test_both_bounds_cap_a_stale_batch_at_c_times_the_advantage(bound):
+    ratios = torch.tensor([STALE_RATIOS])
+    logp = torch.zeros_like(ratios, requires_grad=True)
+    advantages = torch.full_like(ratios, -2.0)
+    mask = torch.ones_like(ratios)
+    loss, clipped, _ = losses.grpo_loss(logp, -ratios.log(), advantages, mask, 0.2, float(mask.sum()),
+                                        ratio_bound=bound, ratio_cap=3.0)
+    loss.backward()
+    assert float(loss) <= 3.0 * 2.0 + 1e-6  # a mean over tokens each at most c |A|
+    assert float(logp.grad.abs().max()) <= 3.0 * 2.0 / float(mask.sum()) + 1e-6
+    assert float(clipped) >= 4  # the four ratios above c at least
+
+
+def test_truncated_is_weighs_the_policy_gradient_by_the_truncated_ratio():
+    ratios = torch.tensor([[0.5, 2.0, 10.0]])
+    logp = torch.zeros_like(ratios, requires_grad=True)
+    advantages = torch.tensor([[1.0, 1.0, -1.0]])
+    loss, clipped, _ = losses.grpo_loss(logp, -ratios.log(), advantages, torch.ones_like(ratios), 0.2, 1.0,
+                                        ratio_bound="truncated_is", ratio_cap=3.0)
+    loss.backward()
+    # value -min(r, c) A, gradient -min(r, c) A per token: no PPO clip at 2.0
+    assert float(loss) == pytest.approx(-0.5 - 2.0 + 3.0)
+    assert torch.allclose(logp.grad, torch.tensor([[-0.5, -2.0, 3.0]]))
+    assert float(clipped) == 1
+
+
+def test_without_a_bound_the_stale_loss_grows_with_the_ratio():
+    behaviour = torch.full((1, 1), -math.log(1e3))
+    loss, _, _ = losses.grpo_loss(torch.zeros(1, 1), behaviour, torch.full((1, 1), -1.0), torch.ones(1, 1), 0.2,
+                                  1.0, ratio_bound="none")
+    assert float(loss) == pytest.approx(1e3, rel=1e-4)
+    with pytest.raises(ValueError, match="ratio_bound 'tis'"):
+        losses.grpo_loss(torch.zeros(1, 1), behaviour, torch.ones(1, 1), torch.ones(1, 1), 0.2, 1.0, ratio_bound="tis")

@@ -180,6 +180,7 @@ def test_samples_that_add_nothing_to_the_loss_are_not_run_and_the_gradient_is_un
 def test_grpo_trains_on_what_moves_its_loss():
     def objective(kl, negative_weight, entropy_weight=0.0):
         return grpo.Grpo(type("Args", (), {"clip": 0.2, "kl": kl, "temperature": 1.0, "entropy_weight": entropy_weight, "negative_weight": negative_weight,
+                                           "ratio_bound": "dual_clip", "ratio_cap": 3.0,
                                            "model": DEFAULT_MODEL})())
 
     def sample(advantage):

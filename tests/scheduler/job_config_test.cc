@@ -1,8 +1,11 @@
 #include "scheduler/job_config.h"
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace flashroll {
 namespace {
@@ -217,19 +220,110 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
 
 TEST(JobConfigTest, DistillationNeedsATeacher) {
   const std::string head = std::string(kHead) + "tasks: {families: [arithmetic]}\ntrainer_api: {token_file: t}\n";
-  auto no_url = Parse(head + "training:\n  algorithm: distill\n  teacher_model: big\n");
-  ASSERT_FALSE(no_url.ok());
-  EXPECT_EQ(no_url.status().message().rfind("j.yaml:7: training.teacher_url: required when training.algorithm is distill", 0), 0u)
-      << no_url.status().message();
-  auto no_model = Parse(head + "training:\n  algorithm: distill\n  teacher_url: http://127.0.0.1:9\n");
-  ASSERT_FALSE(no_model.ok());
-  EXPECT_NE(no_model.status().message().find("training.teacher_model: required"), std::string::npos)
-      << no_model.status().message();
-  auto ok = Parse(head + "training:\n  algorithm: distill\n  teacher_url: http://127.0.0.1:9\n  teacher_model: big\n");
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
-  EXPECT_EQ(ok->training.teacher_url, "http://127.0.0.1:9");
+  auto none = Parse(head + "training:\n  algorithm: distill\n");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message().rfind("j.yaml:7: training.teacher: required when training.algorithm is distill", 0), 0u)
+      << none.status().message();
+  auto both = Parse(head + "training:\n  algorithm: distill\n  teacher: {model: models/default-moe, url: 'http://h:1'}\n");
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("training.teacher: required"), std::string::npos) << both.status().message();
+  auto no_name = Parse(head + "training:\n  algorithm: distill\n  teacher: {url: 'http://127.0.0.1:9'}\n");
+  ASSERT_FALSE(no_name.ok());
+  EXPECT_NE(no_name.status().message().find("j.yaml:8: training.teacher.name: required with training.teacher.url"),
+            std::string::npos)
+      << no_name.status().message();
+  auto missing = Parse(head + "training:\n  algorithm: distill\n  teacher:\n    model: models/no-such\n");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "j.yaml:9: training.teacher.model: no such file or directory: models/no-such");
+  auto url = Parse(head + "training:\n  algorithm: distill\n  teacher: {url: 'http://127.0.0.1:9', name: big}\n");
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  EXPECT_EQ(url->training.teacher.url, "http://127.0.0.1:9");
+  EXPECT_EQ(url->training.teacher.name, "big");
+  auto served = Parse(head + "training:\n  algorithm: distill\n  teacher: {model: models/default-moe, threads: 2}\n");
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  EXPECT_EQ(served->training.teacher.model, "models/default-moe");
+  EXPECT_EQ(served->training.teacher.threads, 2);
   auto grpo = Parse(head + "training: {steps: 1}\n");
   ASSERT_TRUE(grpo.ok()) << grpo.status().ToString();
+  auto grpo_teacher = Parse(head + "training: {steps: 1, teacher: {model: models/default-moe}}\n");
+  ASSERT_FALSE(grpo_teacher.ok());
+  EXPECT_NE(grpo_teacher.status().message().find("training.teacher: only training.algorithm distill has a teacher"),
+            std::string::npos)
+      << grpo_teacher.status().message();
+}
+
+// The teacher's log-probs are compared with the student's token by token:
+// a teacher with another tokenizer is refused, naming the key.
+TEST(JobConfigTest, ATeacherWithAnotherTokenizerIsRefused) {
+  const std::string dir = ::testing::TempDir() + "/other_tokenizer_teacher";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file("models/default-moe/config.json", dir + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ifstream in("models/default-moe/tokenizer.json");
+  nlohmann::json tokenizer = nlohmann::json::parse(in);
+  auto& vocab = tokenizer["model"]["vocab"];
+  ASSERT_TRUE(vocab.is_object() && !vocab.empty());
+  // Two tokens swap ids: the same size, another tokenizer.
+  auto first = vocab.begin(), second = std::next(vocab.begin());
+  const nlohmann::json id = first.value();
+  first.value() = second.value();
+  second.value() = id;
+  std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
+  const std::string head = std::string(kHead) + "tasks: {families: [arithmetic]}\ntrainer_api: {token_file: t}\n";
+  auto other = Parse(head + "training:\n  algorithm: distill\n  teacher:\n    model: " + dir + "\n");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().message().rfind("j.yaml:9: training.teacher.model: the teacher must share the student's "
+                                           "tokenizer", 0), 0u)
+      << other.status().message();
+  EXPECT_NE(other.status().message().find(dir + "/tokenizer.json is not models/default/tokenizer.json"),
+            std::string::npos)
+      << other.status().message();
+}
+
+TEST(JobConfigTest, TheStaleTokenBoundIsOnByDefaultAndItsCapExceedsTheClip) {
+  const std::string head = std::string(kHead) + "tasks: {families: [arithmetic]}\ntrainer_api: {token_file: t}\n";
+  auto defaults = Parse(head + "training: {steps: 1}\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->training.ratio_bound, "dual_clip");
+  EXPECT_EQ(defaults->training.ratio_cap, 3.0);
+  auto truncated = Parse(head + "training: {steps: 1, ratio_bound: truncated_is, ratio_cap: 1.1}\n");
+  ASSERT_TRUE(truncated.ok()) << truncated.status().ToString();
+  EXPECT_EQ(truncated->training.ratio_bound, "truncated_is");
+  auto inside = Parse(head + "training: {steps: 1, clip: 0.5, ratio_cap: 1.4}\n");
+  ASSERT_FALSE(inside.ok());
+  EXPECT_NE(inside.status().message().find("training.ratio_cap: must exceed 1 + training.clip"), std::string::npos)
+      << inside.status().message();
+  auto unknown = Parse(head + "training: {steps: 1, ratio_bound: clamp}\n");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("training.ratio_bound"), std::string::npos) << unknown.status().message();
+}
+
+TEST(JobConfigTest, AResumedConfigMustBeTheStoredTreeNamingTheFirstKeyThatDiffers) {
+  const std::string stored_yaml = "kind: rl_job\nname: j\nmodel: {path: models/default}\n"
+                                  "tasks: {families: [arithmetic], count: 4}\ntraining: {steps: 4}\n";
+  const ConfigFile stored = *ParseYaml(stored_yaml, "stored");
+  // Layout and comments are not the config.
+  const ConfigFile same = *ParseYaml("# a comment\nkind: rl_job\nname: j\nmodel:\n  path: models/default\n"
+                                     "tasks:\n  families:\n    - arithmetic\n  count: 4\ntraining:\n  steps: 4\n",
+                                     "same.yaml");
+  EXPECT_TRUE(CheckSameJobConfig(same, stored, "j").ok());
+  const ConfigFile steps = *ParseYaml("kind: rl_job\nname: j\nmodel: {path: models/default}\n"
+                                      "tasks: {families: [arithmetic], count: 4}\ntraining: {steps: 20}\n",
+                                      "c.yaml");
+  EXPECT_EQ(CheckSameJobConfig(steps, stored, "j").message(),
+            "c.yaml:5: training.steps: differs from the config job 'j' was started with (20 here, 4 there): "
+            "resume without CONFIG to use the stored one, or start a new job");
+  const ConfigFile family = *ParseYaml("kind: rl_job\nname: j\nmodel: {path: models/default}\n"
+                                       "tasks: {families: [arithmetic, file_sum], count: 4}\ntraining: {steps: 4}\n",
+                                       "c.yaml");
+  EXPECT_NE(CheckSameJobConfig(family, stored, "j").message().find("tasks.families[1]: differs"), std::string::npos);
+  const ConfigFile missing = *ParseYaml("kind: rl_job\nname: j\nmodel: {path: models/default}\n"
+                                        "tasks: {families: [arithmetic]}\ntraining: {steps: 4}\n",
+                                        "c.yaml");
+  EXPECT_NE(CheckSameJobConfig(missing, stored, "j").message().find("tasks.count: differs from the config job 'j' "
+                                                                    "was started with (absent here, 4 there)"),
+            std::string::npos)
+      << CheckSameJobConfig(missing, stored, "j").message();
 }
 
 TEST(JobConfigTest, TaskFilesAloneOrBesideFamilies) {

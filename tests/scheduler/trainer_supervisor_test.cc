@@ -1,6 +1,7 @@
 #include "scheduler/trainer_supervisor.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -34,7 +35,7 @@ TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
   config.training.checkpoint_dir = "runs/ck";
   config.scheduler.batch_groups = 2;
   config.rollout.temperature = 0.7;
-  const std::vector<std::string> argv = TrainerArgv(config, {"http://127.0.0.1:9", "runs/t.jsonl"});
+  const std::vector<std::string> argv = TrainerArgv(config, {"http://127.0.0.1:9", "runs/t.jsonl", "", "", ""});
   ASSERT_GE(argv.size(), 3u);
   EXPECT_EQ(std::vector<std::string>(argv.begin(), argv.begin() + 3),
             (std::vector<std::string>{"/usr/bin/python3", "-m", "flashroll.trainers.grpo"}));
@@ -58,21 +59,70 @@ TEST(TrainerArgvTest, DefaultCommandAndTheFlagsEveryTrainerTakes) {
   EXPECT_EQ(flag("--entropy-weight"), "0");
   config.training.negative_weight = 0.25;
   config.training.entropy_weight = 0.125;
-  const std::vector<std::string> weighted = TrainerArgv(config, {"u", "l"});
+  const std::vector<std::string> weighted = TrainerArgv(config, {"u", "l", "", "", ""});
   EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--negative-weight") + 1), "0.25");
   EXPECT_EQ(*(std::find(weighted.begin(), weighted.end(), "--entropy-weight") + 1), "0.125");
 
+  EXPECT_EQ(flag("--clip"), "0.2");
+  EXPECT_EQ(flag("--ratio-bound"), "dual_clip") << "the stale-token bound is on by default";
+  EXPECT_EQ(flag("--ratio-cap"), "3");
+
   config.training.algorithm = "distill";
-  config.training.teacher_url = "http://127.0.0.1:10";
-  config.training.teacher_model = "teacher";
   config.training.command = {"my-trainer", "--x"};
-  const std::vector<std::string> distill = TrainerArgv(config, {"http://127.0.0.1:9", "t.jsonl"});
+  const std::vector<std::string> distill =
+      TrainerArgv(config, {"http://127.0.0.1:9", "t.jsonl", "http://127.0.0.1:10", "teacher", "tok"});
   EXPECT_EQ(distill[0], "my-trainer");
   EXPECT_EQ(distill[1], "--x");
   EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-url") + 1), "http://127.0.0.1:10");
   EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-model") + 1), "teacher");
-  EXPECT_EQ(std::find(distill.begin(), distill.end(), "--negative-weight"), distill.end()) << "a grpo flag";
-  EXPECT_EQ(std::find(distill.begin(), distill.end(), "--entropy-weight"), distill.end()) << "a grpo flag";
+  EXPECT_EQ(*(std::find(distill.begin(), distill.end(), "--teacher-token-file") + 1), "tok");
+  for (const char* grpo_flag : {"--negative-weight", "--entropy-weight", "--clip", "--kl", "--ratio-bound"}) {
+    EXPECT_EQ(std::find(distill.begin(), distill.end(), grpo_flag), distill.end()) << grpo_flag << " is grpo's";
+  }
+}
+
+// The job's own argv, as TrainerArgv builds it for each algorithm, parsed by
+// the real trainer module's parser the way loop.main builds it
+// (loop.arg_parser + the module's add_flags): a flag a trainer does not
+// take would make it exit 2 at start.
+std::string ParseWithTheTrainersParser(const std::vector<std::string>& argv) {
+  std::string command = "PYTHONPATH=" FLASHROLL_SOURCE_DIR "/python /usr/bin/python3 -c '"
+                        "import importlib, sys; "
+                        "from flashroll.trainers import loop; "
+                        "module = importlib.import_module(sys.argv[1]); "
+                        "parser = loop.arg_parser(\"test\"); "
+                        "module.add_flags(parser); "
+                        "print(sorted(vars(parser.parse_args(sys.argv[2:])).items()))' " + argv[2];
+  for (size_t i = 3; i < argv.size(); ++i) command += " '" + argv[i] + "'";
+  command += " 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "popen failed";
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return (status == 0 ? "ok " : "exit " + std::to_string(status) + " ") + output;
+}
+
+TEST(TrainerArgvTest, EachAlgorithmsTrainerParsesTheArgvTheJobBuildsForIt) {
+  JobConfig config;
+  config.trainer_api.token_file = "tok";
+  config.training.enabled = true;
+  config.training.checkpoint_dir = "ck";
+  config.training.ratio_bound = "truncated_is";
+  config.training.ratio_cap = 5;
+  const std::string grpo = ParseWithTheTrainersParser(TrainerArgv(config, {"http://127.0.0.1:9", "t.jsonl", "", "", ""}));
+  EXPECT_EQ(grpo.rfind("ok ", 0), 0u) << grpo;
+  EXPECT_NE(grpo.find("('ratio_bound', 'truncated_is')"), std::string::npos) << grpo;
+  EXPECT_NE(grpo.find("('ratio_cap', 5.0)"), std::string::npos) << grpo;
+
+  config.training.algorithm = "distill";
+  const std::string distill = ParseWithTheTrainersParser(
+      TrainerArgv(config, {"http://127.0.0.1:9", "t.jsonl", "http://127.0.0.1:10", "default-moe", "tok"}));
+  EXPECT_EQ(distill.rfind("ok ", 0), 0u) << distill;
+  EXPECT_NE(distill.find("('teacher_url', 'http://127.0.0.1:10')"), std::string::npos) << distill;
+  EXPECT_NE(distill.find("('teacher_model', 'default-moe')"), std::string::npos) << distill;
+  EXPECT_NE(distill.find("('teacher_token_file', 'tok')"), std::string::npos) << distill;
 }
 
 TEST(TrainerSupervisorTest, ATrainerThatSucceedsEndsOk) {

@@ -7,6 +7,8 @@
 
 Per token: -min(r A, clip(r, 1-EPS, 1+EPS) A), r = exp(logp - logp_engine),
 on the server's loss_mask; plus BETA * k3 KL to the initial model when BETA > 0.
+--ratio-bound dual_clip (default) | truncated_is | none and --ratio-cap C
+(default 3) bound a stale token's loss at C |A| (losses.grpo_loss says how).
 --negative-weight W scales the negative advantages (losses.weigh_negatives);
 --entropy-weight E adds E times the masked
 tokens' entropy (losses.entropy_loss: E > 0 sharpens, E < 0 is a bonus).
@@ -27,6 +29,7 @@ class Grpo:
         self.clip, self.kl, self.temperature = args.clip, args.kl, args.temperature
         self.negative_weight = args.negative_weight
         self.entropy_weight = args.entropy_weight
+        self.ratio_bound, self.ratio_cap = args.ratio_bound, args.ratio_cap
         # The reference is the initial model, also after a resume.
         self.reference = load_model(args.model).eval() if args.kl > 0 else None
 
@@ -46,7 +49,8 @@ class Grpo:
                 ref_logp, _ = batch_lib.token_logprobs(self.reference(mb.tokens), mb.tokens, self.temperature)
         advantages = losses.weigh_negatives(mb.advantages, self.negative_weight)
         loss, clipped, kl_sum = losses.grpo_loss(logp, mb.behaviour_logprobs, advantages, mb.loss_mask,
-                                                 self.clip, denominator, ref_logp, self.kl)
+                                                 self.clip, denominator, ref_logp, self.kl,
+                                                 self.ratio_bound, self.ratio_cap)
         if self.entropy_weight != 0:
             loss = loss + self.entropy_weight * losses.entropy_loss(log_probs, mb.loss_mask, denominator)
         return loss, {"clip_fraction": clipped, "kl": kl_sum}
@@ -60,6 +64,10 @@ def add_flags(parser):
     parser.add_argument("--entropy-weight", type=float, default=0.0,
                         help="weight of the masked tokens' entropy in the loss (> 0 sharpens the policy, "
                              "< 0 is an exploration bonus, 0: none)")
+    parser.add_argument("--ratio-bound", choices=losses.RATIO_BOUNDS, default="dual_clip",
+                        help="how a stale token's importance ratio r is bounded: dual_clip (PPO-clip, and at most "
+                             "C |A| when A < 0), truncated_is (weight min(r, C), no clip) or none (PPO-clip alone)")
+    parser.add_argument("--ratio-cap", type=float, default=3.0, help="C of --ratio-bound (default 3)")
 
 
 if __name__ == "__main__":
