@@ -48,7 +48,7 @@ Result<std::string> QuoteAppArmorPath(std::string_view path, std::string_view fi
 }
 
 Result<std::string> GenerateAppArmorProfile(const std::string& sandbox_name, const SandboxSpec& spec,
-                                            const std::vector<std::string>& root_entries) {
+                                            const std::vector<std::string>& writable_root_entries) {
   const std::string name = AppArmorProfileName(sandbox_name);
   for (char c : sandbox_name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
@@ -63,8 +63,8 @@ Result<std::string> GenerateAppArmorProfile(const std::string& sandbox_name, con
   out += "  # Read, map and run anything it sees; what it runs stays confined here.\n";
   out += "  / r,\n";
   out += "  /** rmix,\n\n";
-  out += "  # Writes: the writable layer's trees, harmless devices, --rw paths.\n";
-  for (const auto& entry : root_entries) {
+  out += "  # Writes: the writable layer's trees (not the host's read-only binds), harmless devices, --rw paths.\n";
+  for (const auto& entry : writable_root_entries) {
     if (entry == "proc" || entry == "sys" || entry == "dev") continue;
     FR_ASSIGN_OR_RETURN(std::string quoted, QuoteAppArmorPath("/" + entry, "root entry"));
     AddTree(&out, quoted, "rwlk");

@@ -38,12 +38,13 @@ namespace flashroll::sandbox {
 // "flashroll-<sandbox name>".
 std::string AppArmorProfileName(const std::string& sandbox_name);
 
-// The profile text for the sandbox `sandbox_name` running `spec`, whose root
-// has the top-level entries `root_entries` (MountPlan::root_entries).
+// The profile text for the sandbox `sandbox_name` running `spec`, whose
+// writable layer has the top-level trees `writable_root_entries`
+// (MountPlan::writable_root_entries): the only top-level trees it may write.
 // Returns kInvalidArgument naming the field (e.g. "rw path '/a\nb': ...")
 // for a path the profile language cannot hold.
 Result<std::string> GenerateAppArmorProfile(const std::string& sandbox_name, const SandboxSpec& spec,
-                                            const std::vector<std::string>& root_entries);
+                                            const std::vector<std::string>& writable_root_entries);
 
 // `path` as a quoted profile path that matches exactly that path, or
 // kInvalidArgument for a control character (`field` names it in the error).

@@ -14,15 +14,18 @@ namespace flashroll::sandbox {
 
 // Landlock, a second fence behind the mount namespace (it holds even if a
 // mount is misconfigured or a kernel bug lets a path through). The overlay
-// root is the sandbox's own writable layer, and a sandbox may wreck it: an
-// agent that deletes /usr/bin or /bin/sh damages only itself, and the
+// root is the sandbox's own writable layer, and a sandbox may wreck its
+// trees: an agent that deletes /etc or /var damages only itself, and the
 // manager reports that as a rootfs_damage event. So:
-//   - "/" is readable and executable, and entries may be created, removed
-//     and renamed anywhere, but existing files are not writable there;
-//   - every top-level entry of the root except /proc, /sys and /dev (the
-//     image's and the writable layer's trees: /usr, /etc, /tmp, /root, ...)
-//     and every --rw path is fully read-write and executable (what is
-//     read-only on the host stays so through its read-only bind);
+//   - "/" is readable and executable, nothing more: no entry is created,
+//     removed or renamed directly under it, and nothing is written beneath
+//     it that no rule below grants;
+//   - the writable layer's top-level trees (MountPlan::writable_root_entries:
+//     /etc, /tmp, /var, /root, ... of the image, not /proc, /sys and /dev)
+//     and every --rw path are fully read-write and executable;
+//   - a read-only bind of the host (the host image's /usr, and /bin, /lib,
+//     ... through their symlinks into it) gets no write right at all: were
+//     its mount ever writable, Landlock still refuses;
 //   - in /dev only null, zero, full, random, urandom, tty, pts and shm are
 //     writable, and no device node can be created: device writes and
 //     ioctls elsewhere, and writes to /proc and /sys files (e.g.
@@ -38,8 +41,7 @@ LandlockRules DefaultLandlockRules(const SandboxSpec& spec, const MountPlan& mou
   LandlockRules rules;
   rules.restrict_fs = true;
   rules.skip_missing_paths = true;
-  rules.tree_paths = {"/"};
-  for (const auto& name : mounts.root_entries) {
+  for (const auto& name : mounts.writable_root_entries) {
     if (name != "proc" && name != "sys" && name != "dev") rules.read_write_paths.push_back("/" + name);
   }
   for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
@@ -47,8 +49,10 @@ LandlockRules DefaultLandlockRules(const SandboxSpec& spec, const MountPlan& mou
     rules.read_write_paths.push_back(dev);
   }
   for (const auto& path : spec.rw_paths) rules.read_write_paths.push_back(path);
-  // Files written in the writable trees may be run (scripts, built tools).
+  // Files written in the writable trees may be run (scripts, built tools),
+  // and anything may be read and run.
   rules.executable_paths = rules.read_write_paths;
+  rules.executable_paths.push_back("/");
   if (spec.net == NetMode::kPolicy) {
     bool any_port = false;
     for (const auto& rule : spec.allow) {

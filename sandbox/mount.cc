@@ -465,20 +465,32 @@ Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, UsernsMode us
     }
     FR_RETURN_IF_ERROR(AddReadWriteBind(held, rootless, &plan));
   }
+  // The writable layer's trees: its top-level directories, less what is a
+  // read-only bind of the host (the host image's /usr) and less symlinks
+  // (the host image's /bin -> usr/bin: a Landlock rule follows it).
   std::set<std::string> entries;
   if (!image.lower.empty()) {
     DIR* dir = ::opendir(image.lower.c_str());
     if (dir == nullptr) return Status::FromErrno(errno, "opendir " + image.lower);
     while (const dirent* entry = ::readdir(dir)) {
       const std::string name = entry->d_name;
-      if (name != "." && name != "..") entries.insert(name);
+      struct stat st {};
+      if (name == "." || name == ".." || ::fstatat(::dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        continue;
+      }
+      if (!S_ISLNK(st.st_mode)) entries.insert(name);
     }
     ::closedir(dir);
   }
   for (const auto& op : plan.ops) {
-    if (!op.path.empty() && op.path.find('/') == std::string::npos) entries.insert(op.path);
+    if (!op.path.empty() && op.path.find('/') == std::string::npos && op.kind != MountOp::Kind::kSymlink) {
+      entries.insert(op.path);
+    }
   }
-  plan.root_entries.assign(entries.begin(), entries.end());
+  for (const auto& op : plan.ops) {
+    if (op.kind == MountOp::Kind::kBind && op.read_only) entries.erase(op.path);
+  }
+  plan.writable_root_entries.assign(entries.begin(), entries.end());
   return plan;
 }
 

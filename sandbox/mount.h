@@ -130,9 +130,10 @@ struct MountPlan {
   // clone (close-on-exec keeps them from the init).
   HeldPaths held_paths;
   std::vector<std::shared_ptr<UniqueFd>> held_trees;
-  // Names directly under the new root: the image's lower layer's entries
-  // and the top-level paths the ops create (for the Landlock rules).
-  std::vector<std::string> root_entries;
+  // The writable layer's top-level trees (for the Landlock and AppArmor
+  // write rules): the image's lower layer's entries and the top-level paths
+  // the ops create, less symlinks and read-only binds of the host.
+  std::vector<std::string> writable_root_entries;
 };
 
 // Parent side: resolves the image and builds the plan. Creates the host

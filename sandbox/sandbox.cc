@@ -221,7 +221,7 @@ struct Manager::Impl {
       });
       return Status::Ok();
     }
-    FR_ASSIGN_OR_RETURN(std::string text, GenerateAppArmorProfile(sb.id, sb.spec, plan->mount.root_entries));
+    FR_ASSIGN_OR_RETURN(std::string text, GenerateAppArmorProfile(sb.id, sb.spec, plan->mount.writable_root_entries));
     FR_ASSIGN_OR_RETURN(sb.apparmor, AppArmorProfile::Load(AppArmorProfileName(sb.id), text));
     plan->apparmor_exec = "exec " + sb.apparmor.name();
     return Status::Ok();

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "sandbox/apparmor.h"
+#include "sandbox/mount.h"
 
 namespace flashroll::sandbox {
 namespace {
@@ -63,6 +64,22 @@ TEST(AppArmorProfileTest, TheDefaultSpecsProfileCompiles) {
   const std::string text = Generate(SandboxSpec());
   const Status compiled = RunAppArmorParser(text, /*load=*/false);
   EXPECT_TRUE(compiled.ok()) << compiled.ToString() << "\n" << text;
+}
+
+// The profile the manager generates for a host-image sandbox, from its real
+// mount plan: /usr is a read-only bind of the host's, and /bin, /lib, ...
+// are symlinks into it; none may be written, whatever the mount says.
+TEST(AppArmorProfileTest, TheHostsReadOnlyTreesGetNoWriteRule) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (the host image's plan)";
+  auto mounts = PrepareMountsParentSide(SandboxSpec());
+  ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
+  auto text = GenerateAppArmorProfile("fr-1-2-3", SandboxSpec(), mounts->writable_root_entries);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  for (const char* tree : {"\"/usr", "\"/bin", "\"/lib", "\"/sbin"}) {
+    EXPECT_EQ(text->find(tree), std::string::npos) << tree << " is writable:\n" << *text;
+  }
+  EXPECT_NE(text->find("  \"/tmp/**\" rwlk,\n"), std::string::npos) << *text;
+  EXPECT_NE(text->find("  \"/etc/**\" rwlk,\n"), std::string::npos) << *text;
 }
 
 TEST(AppArmorProfileTest, SaysWhatTheSpecAsksFor) {

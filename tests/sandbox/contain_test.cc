@@ -3,7 +3,14 @@
 // trees.
 #include "sandbox/contain.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "tests/sandbox/sandbox_fixture.h"
 
@@ -54,6 +61,50 @@ TEST_F(ContainLandlockTest, WritesToProcAndDevicesAreDeniedTheWritableLayerIsNot
     EXPECT_EQ(r.stdout_data, "null-ok\n") << r.stderr_data;
     ASSERT_TRUE(manager_->Destroy(id).ok());
   }
+}
+
+// The second fence where the first is missing: the host image's rules
+// applied in a forked child on the host itself, where /usr is writable
+// (root's own) and no read-only bind stands in the way. Landlock alone
+// must refuse a file in /usr (and in /usr/bin reached through the /bin
+// symlink) and a new top-level entry, and still let /tmp be written.
+TEST(DefaultLandlockRulesTest, TheHostsReadOnlyTreesAreNotWritableEvenWithoutTheirMount) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (the host image's plan; a root-owned /usr to write)";
+  auto mounts = PrepareMountsParentSide(SandboxSpec());
+  ASSERT_TRUE(mounts.ok()) << mounts.status().ToString();
+  const LandlockRules rules = DefaultLandlockRules(SandboxSpec(), *mounts);
+  const std::string probe = "flashroll-landlock-probe-" + std::to_string(getpid());
+  const std::vector<std::string> paths = {"/usr/lib/" + probe, "/bin/" + probe, "/" + probe, "/tmp/" + probe};
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(pipefd[0]);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (Status applied = ApplyLandlock(rules); !applied.ok()) {
+      const std::string text = applied.ToString();
+      (void)!write(pipefd[1], text.data(), text.size());
+      _exit(2);
+    }
+    std::string report;
+    for (const auto& path : paths) {
+      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      report += fd >= 0 ? "created\n" : std::string(strerrorname_np(errno)) + "\n";
+      if (fd >= 0) close(fd);
+    }
+    (void)!write(pipefd[1], report.data(), report.size());
+    _exit(0);
+  }
+  close(pipefd[1]);
+  std::string report;
+  char buf[256];
+  for (ssize_t n; (n = read(pipefd[0], buf, sizeof(buf))) > 0;) report.append(buf, static_cast<size_t>(n));
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  for (const auto& path : paths) unlink(path.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << ": " << report;
+  EXPECT_EQ(report, "EACCES\nEACCES\nEACCES\ncreated\n");
 }
 
 }  // namespace
