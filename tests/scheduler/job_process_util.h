@@ -9,12 +9,22 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
 #include "common/store.h"
 
 namespace flashroll::scheduler_test {
+
+// The whole of a file the job or its trainer wrote ("" when it is missing).
+inline std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 // Forks `flashroll run CONFIG`, stdout and stderr to /dev/null.
 inline pid_t StartRunQuietly(const std::string& config) {

@@ -8,15 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/scheduler/job_process_util.h"
+
 namespace flashroll {
 namespace {
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using scheduler_test::ReadAll;
 
 ChildOptions Shell(const std::string& script, const std::string& log = "") {
   ChildOptions options;

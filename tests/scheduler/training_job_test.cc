@@ -30,12 +30,7 @@
 namespace flashroll {
 namespace {
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using scheduler_test::ReadAll;
 
 class TrainingJobTest : public ::testing::Test {
  protected:
