@@ -217,6 +217,15 @@ std::optional<std::string> HttpRequest::Header(std::string_view name) const {
   return First(headers, Lower(name));
 }
 
+Result<Json> HttpRequest::ParseJsonBody() const {
+  if (body.size() > max_json_bytes) {
+    return Status::InvalidArgument("request body: " + std::to_string(body.size()) +
+                                   " bytes of JSON, above this server's limit of " + std::to_string(max_json_bytes));
+  }
+  FR_RETURN_IF_ERROR(CheckJsonDepth(body, max_json_depth, "request body"));
+  return ParseJson(body, "request body");
+}
+
 std::optional<std::string> HttpResponse::Header(std::string_view name) const {
   return First(headers, Lower(name));
 }

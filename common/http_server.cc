@@ -16,8 +16,10 @@
 #include <cstdlib>
 #include <exception>
 #include <thread>
+#include <type_traits>
 
 #include "common/http.h"
+#include "common/http_connection.h"
 #include "common/http_internal.h"
 #include "common/log.h"
 #include "common/strings.h"
@@ -25,8 +27,62 @@
 namespace flashroll {
 namespace {
 
+using http_internal::CurrentConnection;
 using http_internal::Lower;
 using http_internal::LowerCaseHeaders;
+using http_internal::ServedConnection;
+
+// Requests served on one connection before it is closed.
+constexpr size_t kKeepAliveMaxCount = 1000;
+// How long a connection closed with its request's body unread is read and
+// discarded first: closing with unread bytes resets the connection, and the
+// client, still sending, would lose the reply.
+constexpr std::chrono::milliseconds kLingerTime{1000};
+
+// Serves one accepted connection: the socket, the server's TLS context
+// (null for plain HTTP) and httplib's request processing for one request.
+using RequestProcessor = std::function<bool(httplib::Stream&, bool close_connection, bool& connection_closed)>;
+using ConnectionServer = std::function<bool(int fd, SSL_CTX* tls, const RequestProcessor& process)>;
+
+// cpp-httplib's server (plain or TLS) with its per-connection loop replaced
+// by `serve`: the loop that reads with phase deadlines
+// (common/http_connection.h). The request parsing and routing stay
+// httplib's; after the headers, the body phase begins.
+template <typename Base>
+class GuardedServer final : public Base {
+ public:
+  template <typename... Args>
+  explicit GuardedServer(ConnectionServer serve, Args&&... args)
+      : Base(std::forward<Args>(args)...), serve_(std::move(serve)) {}
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    SSL_CTX* tls = nullptr;
+    if constexpr (std::is_same_v<Base, httplib::SSLServer>) tls = this->ssl_context();
+    const bool ok = serve_(sock, tls, [this](httplib::Stream& stream, bool close, bool& closed) {
+      return this->process_request(stream, close, closed, [](httplib::Request&) {
+        if (ServedConnection* connection = CurrentConnection()) connection->BeginBody();
+      });
+    });
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ok;
+  }
+
+  const ConnectionServer serve_;
+};
+
+// Whether a request announces a body (which a refusal leaves unread).
+bool HasBody(const httplib::Request& req) {
+  const std::string length = req.get_header_value("Content-Length");
+  return (!length.empty() && length != "0") || req.has_header("Transfer-Encoding");
+}
+
+// The reply is the connection's last (its request's body stays unread).
+void CloseAfter(httplib::Response& res) {
+  res.set_header("Connection", "close");
+  if (ServedConnection* connection = CurrentConnection()) connection->CloseAfterReply();
+}
 
 // Compares in a time that does not depend on where the first difference is,
 // so a token cannot be guessed byte by byte from response times.
@@ -179,6 +235,7 @@ struct Route {
   HttpMethod method = HttpMethod::kGet;
   std::string pattern;  // as registered, for messages
   std::string scope;    // empty: any authenticated client
+  bool open = false;    // no token needed (HandlePublicJson)
   JsonHandler json;
   RawHandler raw;
   StreamHandler stream;
@@ -230,21 +287,26 @@ bool SetUpTls(SSL_CTX& ctx, const std::string& cert_file, const std::string& key
 }  // namespace
 
 struct HttpServer::Impl {
-  explicit Impl(HttpServerOptions o) : options(std::move(o)) {
+  explicit Impl(HttpServerOptions o)
+      : options(std::move(o)), gate(options.max_unauthenticated_per_peer, options.max_unauthenticated) {
+    ConnectionServer serve = [this](int fd, SSL_CTX* tls_context, const RequestProcessor& process) {
+      return ServeConnection(fd, tls_context, process);
+    };
     if (!options.bearer_token.empty()) {
       credentials.push_back({HttpCredential{"default", options.bearer_token, {}}, /*every_scope=*/true});
     }
     for (const HttpCredential& c : options.credentials) credentials.push_back({c, false});
     tls = !options.tls_cert_file.empty() || !options.tls_key_file.empty();
     if (!tls) {
-      server = std::make_unique<httplib::Server>();
+      server = std::make_unique<GuardedServer<httplib::Server>>(serve);
     } else if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
       tls_error = Status::InvalidArgument("TLS needs both a certificate and a key file");
       server = std::make_unique<httplib::Server>();  // never started
     } else {
-      server = std::make_unique<httplib::SSLServer>([this](SSL_CTX& ctx) {
+      std::function<bool(SSL_CTX&)> set_up = [this](SSL_CTX& ctx) {
         return SetUpTls(ctx, options.tls_cert_file, options.tls_key_file, &tls_error);
-      });
+      };
+      server = std::make_unique<GuardedServer<httplib::SSLServer>>(serve, set_up);
       if (!server->is_valid() && tls_error.ok()) {
         tls_error = Status::Internal("TLS context: " + OpenSslErrors());
       }
@@ -254,6 +316,12 @@ struct HttpServer::Impl {
   enum class State { kNew, kRunning, kStopped };
 
   void Add(HttpMethod method, std::string_view pattern, std::unique_ptr<Route> route);
+  // One accepted connection, request after request (GuardedServer): the
+  // unauthenticated-connection gate, the TLS handshake, the phase deadlines.
+  bool ServeConnection(int fd, SSL_CTX* tls_context, const RequestProcessor& process);
+  // cpp-httplib's pre-routing handler, run on the headers alone: the busy
+  // pool's 429, then the token (401 before any body is read).
+  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res) const;
   // The credential the request's bearer token names: nullptr on a server
   // without authentication; kUnauthenticated for a missing or unknown token.
   Result<const Credential*> Authenticate(const httplib::Request& req) const;
@@ -261,8 +329,8 @@ struct HttpServer::Impl {
   Result<const Credential*> Authorize(const Route& route, const httplib::Request& req) const;
   // Reads the whole body through `reader` into *body. Over the limit it keeps
   // reading but discards, so the connection stays in step; *too_large says so.
-  Status ReadBody(const httplib::Request& req, httplib::Response& res,
-                  const httplib::ContentReader& reader, std::string* body, bool* too_large) const;
+  Status ReadBody(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader,
+                  size_t limit, std::string* body, bool* too_large) const;
   void Serve(const Route& route, const httplib::Request& req, httplib::Response& res,
              const httplib::ContentReader* reader) const;
   void ServeStream(StreamResponse reply, const httplib::Request& req, httplib::Response& res) const;
@@ -270,13 +338,15 @@ struct HttpServer::Impl {
   // ErrorJson body.
   httplib::Server::HandlerResponse FillErrorReply(const httplib::Request& req,
                                                   httplib::Response& res) const;
-  Status BodyTooLarge() const {
-    return Status::ResourceExhausted("request body exceeds the limit of " +
-                                     std::to_string(options.max_body_bytes) + " bytes");
+  Status BodyTooLarge(size_t limit) const {
+    return Status::ResourceExhausted("request body exceeds the limit of " + std::to_string(limit) + " bytes");
   }
 
   const HttpServerOptions options;
   std::vector<Credential> credentials;  // constant after construction
+  std::vector<std::string> public_paths;  // set before Start()
+  mutable http_internal::PeerGate gate;
+  http_internal::ConnectionLimits limits;  // set by Start()
   bool tls = false;
   Status tls_error;                            // certificate or key files that did not load
   std::vector<std::unique_ptr<Route>> routes;  // stable addresses: captured by the handlers
@@ -359,10 +429,78 @@ Result<const Credential*> HttpServer::Impl::Authorize(const Route& route, const 
   return credential;
 }
 
+bool HttpServer::Impl::ServeConnection(int fd, SSL_CTX* tls_context, const RequestProcessor& process) {
+  const std::string peer = http_internal::PeerAddress(fd);
+  if (!gate.Admit(peer)) {
+    log::Warn("http connection refused: too many connections without a valid token",
+              {{"server", options.name}, {"peer", peer}});
+    if (tls_context == nullptr) {
+      const std::string body = DumpJson(ErrorJson(Status::ResourceExhausted(
+          "too many connections from " + peer + " without a valid token; retry later")));
+      const std::string reply = "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) +
+                                "\r\nConnection: close\r\nRetry-After: 1\r\n\r\n" + body;
+      // One attempt, never waiting: the worker goes back at once.
+      [[maybe_unused]] const ssize_t sent = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    return false;
+  }
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(tls_context != nullptr ? SSL_new(tls_context) : nullptr, &SSL_free);
+  if (tls_context != nullptr && ssl == nullptr) {
+    gate.Release(peer);
+    return false;
+  }
+  ServedConnection connection(fd, ssl.get(), limits);
+  connection.HoldPeerSlot(&gate, peer);
+  http_internal::CurrentConnectionScope current(&connection);
+  bool ok = ssl == nullptr || connection.Handshake();
+  const auto stopping_now = [this] { return stopping.load(); };
+  for (size_t served = 0; ok && served < kKeepAliveMaxCount; ++served) {
+    if (!connection.AwaitRequest(served == 0, stopping_now)) break;
+    bool closed = false;
+    ok = process(connection, served + 1 == kKeepAliveMaxCount, closed);
+    if (closed || connection.close_after_reply()) break;
+  }
+  if (ssl != nullptr && ok) SSL_shutdown(ssl.get());
+  if (connection.close_after_reply()) connection.DrainBeforeClose(kLingerTime);
+  return ok;
+}
+
+httplib::Server::HandlerResponse HttpServer::Impl::PreRoute(const httplib::Request& req,
+                                                            httplib::Response& res) const {
+  const auto listed = [&](const std::vector<std::string>& paths) {
+    return std::find(paths.begin(), paths.end(), req.path) != paths.end();
+  };
+  if (t_refusing_connection && !listed(options.reserved_paths)) {
+    WriteError(res, Status::ResourceExhausted("server busy: all " + std::to_string(options.worker_threads) +
+                                              " connections are in use; retry later"));
+    res.set_header("Retry-After", "1");
+    CloseAfter(res);
+    log::Debug("http connection refused: all workers busy", {{"server", options.name}});
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  if (listed(public_paths)) return httplib::Server::HandlerResponse::Unhandled;
+  Result<const Credential*> auth = Authenticate(req);
+  if (!auth.ok()) {
+    WriteError(res, auth.status());
+    if (HasBody(req)) CloseAfter(res);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  // A client with a token no longer counts against its address.
+  if (ServedConnection* connection = CurrentConnection()) connection->ReleasePeerSlot();
+  return httplib::Server::HandlerResponse::Unhandled;
+}
+
 Status HttpServer::Impl::ReadBody(const httplib::Request& req, httplib::Response& res,
-                                  const httplib::ContentReader& reader, std::string* body,
+                                  const httplib::ContentReader& reader, size_t limit, std::string* body,
                                   bool* too_large) const {
-  const size_t limit = options.max_body_bytes;
+  // A declared length over the limit is refused before a byte is read.
+  const std::string declared = req.get_header_value("Content-Length");
+  if (!declared.empty() && declared.size() < 20 &&
+      declared.find_first_not_of("0123456789") == std::string::npos && std::stoull(declared) > limit) {
+    *too_large = true;
+    return BodyTooLarge(limit);
+  }
   size_t received = 0;
   bool ok;
   bool multipart = req.is_multipart_form_data();
@@ -370,24 +508,23 @@ Status HttpServer::Impl::ReadBody(const httplib::Request& req, httplib::Response
     ok = reader([](const httplib::MultipartFormData&) { return true; },
                 [&](const char*, size_t n) {
                   received += n;
-                  return true;
+                  return received <= limit;
                 });
   } else {
     ok = reader([&](const char* data, size_t n) {
       received += n;
-      if (received > limit) {
-        if (!*too_large) std::string().swap(*body);
-        *too_large = true;
-      } else {
-        body->append(data, n);
-      }
+      if (received > limit) return false;
+      body->append(data, n);
       return true;
     });
   }
-  // httplib answers an over-long Content-Length itself: it skips the body
-  // and sets 413 without calling the receiver.
-  if (!ok && res.status == 413) *too_large = true;
-  if (*too_large) return BodyTooLarge();
+  // httplib answers a Content-Length over max_body_bytes itself: it skips
+  // the body and sets 413 without calling the receiver.
+  if (received > limit || (!ok && res.status == 413)) {
+    *too_large = true;
+    std::string().swap(*body);
+    return BodyTooLarge(limit);
+  }
   if (!ok) {
     return Status::InvalidArgument(
         "could not read the request body (malformed, cut short or timed out)");
@@ -401,19 +538,29 @@ Status HttpServer::Impl::ReadBody(const httplib::Request& req, httplib::Response
 
 void HttpServer::Impl::Serve(const Route& route, const httplib::Request& req,
                              httplib::Response& res, const httplib::ContentReader* reader) const {
-  // The body is read even when authentication fails, so that the next
-  // request on a keep-alive connection starts where the client thinks.
-  Result<const Credential*> auth = Authorize(route, req);
+  // The token and scope are checked before a byte of the body is read; a
+  // refused body stays unread and the connection closes after the reply.
+  if (!route.open) {
+    Result<const Credential*> auth = Authorize(route, req);
+    if (!auth.ok()) {
+      if (reader != nullptr && HasBody(req)) CloseAfter(res);
+      return WriteError(res, auth.status());
+    }
+  }
+  const size_t limit = route.json ? std::min(options.max_body_bytes, options.max_json_bytes) : options.max_body_bytes;
   std::string body;
   bool too_large = false;
   Status read = Status::Ok();
   if (reader != nullptr) {
-    read = ReadBody(req, res, *reader, &body, &too_large);
+    read = ReadBody(req, res, *reader, limit, &body, &too_large);
   } else {
     body = req.body;
   }
-  if (!auth.ok()) return WriteError(res, auth.status());
-  if (!read.ok()) return WriteError(res, read, too_large ? 413 : 0);
+  if (ServedConnection* connection = CurrentConnection()) connection->EndBody();
+  if (!read.ok()) {
+    CloseAfter(res);
+    return WriteError(res, read, too_large ? 413 : 0);
+  }
 
   HttpRequest request;
   request.method = route.method;
@@ -425,11 +572,13 @@ void HttpServer::Impl::Serve(const Route& route, const httplib::Request& req,
   request.headers = LowerCaseHeaders(req.headers);
   request.remote_addr = req.remote_addr;
   request.remote_port = req.remote_port;
+  request.max_json_bytes = options.max_json_bytes;
+  request.max_json_depth = options.max_json_depth;
   request.body = std::move(body);
 
   if (route.json) {
     if (!request.body.empty()) {
-      Result<Json> parsed = ParseJson(request.body, "request body");
+      Result<Json> parsed = request.ParseJsonBody();
       if (!parsed.ok()) return WriteError(res, parsed.status());
       request.json = std::move(parsed).value();
     }
@@ -508,7 +657,7 @@ httplib::Server::HandlerResponse HttpServer::Impl::FillErrorReply(const httplib:
         status = Status::NotFound("no route for " + req.method + " " + req.path);
         break;
       case 413:
-        status = BodyTooLarge();
+        status = BodyTooLarge(options.max_body_bytes);
         break;
       case 414:
         status = Status::InvalidArgument("request URI too long");
@@ -555,6 +704,14 @@ void HttpServer::HandleStream(HttpMethod method, std::string_view pattern, Strea
   impl_->Add(method, pattern, std::move(route));
 }
 
+void HttpServer::HandlePublicJson(HttpMethod method, std::string_view path, JsonHandler handler) {
+  auto route = std::make_unique<Route>();
+  route->open = true;
+  route->json = std::move(handler);
+  impl_->public_paths.push_back(std::string(path));
+  impl_->Add(method, path, std::move(route));
+}
+
 Status HttpServer::Start() {
   Impl& s = *impl_;
   const HttpServerOptions& o = s.options;
@@ -580,18 +737,16 @@ Status HttpServer::Start() {
   size_t threads = std::max<size_t>(1, o.worker_threads);
   if (o.refuse_when_busy) {
     s.server->new_task_queue = [threads] { return new RefusingTaskQueue(threads); };
-    s.server->set_pre_routing_handler([&s, threads](const httplib::Request&, httplib::Response& res) {
-      if (!t_refusing_connection) return httplib::Server::HandlerResponse::Unhandled;
-      WriteError(res, Status::ResourceExhausted("server busy: all " + std::to_string(threads) +
-                                                " connections are in use; retry later"));
-      res.set_header("Connection", "close");
-      res.set_header("Retry-After", "1");
-      log::Debug("http connection refused: all workers busy", {{"server", s.options.name}});
-      return httplib::Server::HandlerResponse::Handled;
-    });
   } else {
     s.server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   }
+  s.server->set_pre_routing_handler(
+      [&s](const httplib::Request& req, httplib::Response& res) { return s.PreRoute(req, res); });
+  s.limits.read_timeout = o.read_timeout;
+  s.limits.write_timeout = o.write_timeout;
+  s.limits.keep_alive_timeout = o.keep_alive_timeout;
+  s.limits.header_timeout = o.header_timeout;
+  s.limits.body_timeout = o.body_timeout;
   s.server->set_error_handler(httplib::Server::HandlerWithResponse(
       [&s](const httplib::Request& req, httplib::Response& res) {
         return s.FillErrorReply(req, res);
