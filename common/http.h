@@ -75,6 +75,9 @@ struct HttpRequest {
   Json json;  // JSON routes only: the parsed body; null when the body is empty
   std::string remote_addr;
   int remote_port = 0;
+  // The server's JSON limits (HttpServerOptions), for ParseJsonBody.
+  size_t max_json_bytes = 1u << 20;
+  size_t max_json_depth = 64;
 
   // The path parameter `name`, or "" when the route has none by that name.
   const std::string& Param(std::string_view name) const;
@@ -84,6 +87,10 @@ struct HttpRequest {
   std::optional<std::string> Header(std::string_view name) const;
   // The JSON body as a view named "body", for typed field access.
   JsonView Body() const { return JsonView(json, "body"); }
+  // The raw body parsed as JSON under the server's JSON limits, for raw
+  // routes that take JSON: kResourceExhausted past max_json_bytes,
+  // kInvalidArgument past max_json_depth or for malformed JSON.
+  Result<Json> ParseJsonBody() const;
 };
 
 // A reply from a raw handler, or a reply received by HttpClient.
@@ -147,19 +154,42 @@ struct HttpServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   size_t max_body_bytes = 16u << 20;
+  // JSON bodies (JSON routes, and HttpRequest::ParseJsonBody): at most this
+  // many bytes and this deep a nesting of arrays and objects, checked before
+  // parsing (a parsed value costs tens of bytes per byte of text).
+  size_t max_json_bytes = 1u << 20;
+  size_t max_json_depth = 64;
   // The longest wait for the next bytes of a request, and for the client to
   // accept the next bytes of a reply.
   std::chrono::milliseconds read_timeout{30000};
   std::chrono::milliseconds write_timeout{30000};
+  // Whole-phase bounds, however the bytes trickle in: a new connection's
+  // request line and headers (its TLS handshake included) arrive within
+  // header_timeout of the accept, a later request's within header_timeout of
+  // its first byte; a body within body_timeout of the headers. Past them the
+  // connection is closed without a reply.
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds body_timeout{60000};
   // How long an idle keep-alive connection is held; Stop() may wait this long.
   std::chrono::seconds keep_alive_timeout{5};
   // Concurrent connections served; each keep-alive client holds one.
   size_t worker_threads = 16;
+  // Connections that have not yet sent a request with a valid token (a
+  // public route's requests do not count as one), per peer address and in
+  // all; 0: no bound. One more is answered 429 at once ("Connection: close",
+  // without reading the request; over TLS it is closed without a reply).
+  // Then a client without a token holds at most these many workers, each
+  // for at most header_timeout.
+  size_t max_unauthenticated_per_peer = 0;
+  size_t max_unauthenticated = 0;
   // What a connection that arrives while all worker_threads hold one gets:
   // false, it waits for a free worker; true, a 429 (resource_exhausted
   // ErrorJson, "Connection: close", "Retry-After: 1") from a small separate
-  // pool, so a burst of clients never queues behind busy workers.
+  // pool of two, so a burst of clients never queues behind busy workers.
+  // The pool serves the requests for `reserved_paths` instead of refusing
+  // them (a health check, metrics), so they answer while workers are full.
   bool refuse_when_busy = false;
+  std::vector<std::string> reserved_paths;
   std::string name = "http";  // names the server in log lines
 };
 
@@ -176,8 +206,10 @@ struct HttpServerOptions {
 // the handler), 400
 // (malformed JSON or request), 404 (no route), 413 (body over
 // max_body_bytes, whether sent with Content-Length, chunked or compressed).
-// A rejected request's body is still read and discarded so that a
-// keep-alive connection stays in step.
+// Tokens and scopes are checked on the headers, before any of the body is
+// read; a request refused before or while its body is read (401, 403, 413)
+// is the connection's last reply ("Connection: close"), as the unread rest
+// of the body would not start a request.
 class HttpServer {
  public:
   explicit HttpServer(HttpServerOptions options);
@@ -197,6 +229,8 @@ class HttpServer {
                  std::string_view scope = {});
   void HandleStream(HttpMethod method, std::string_view pattern, StreamHandler handler,
                     std::string_view scope = {});
+  // A route that needs no token (a health check); `path` is a literal path.
+  void HandlePublicJson(HttpMethod method, std::string_view path, JsonHandler handler);
 
   // Binds host:port and serves on a background thread; returns once the
   // server accepts connections. Errors: kInvalidArgument for a bad route

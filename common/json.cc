@@ -69,6 +69,36 @@ Status WriteAll(int fd, std::string_view data, const std::string& what) {
 
 }  // namespace
 
+Status CheckJsonDepth(std::string_view text, size_t max_depth, std::string_view what) {
+  size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return Status::InvalidArgument(std::string(what) + ": nested deeper than " + std::to_string(max_depth) +
+                                       " levels at byte " + std::to_string(i));
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Json> ParseJson(std::string_view text, std::string_view what) {
   try {
     return Json::parse(text.begin(), text.end());

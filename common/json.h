@@ -30,6 +30,12 @@ using Json = nlohmann::json;
 // the 0-based offset of the byte the parser stopped at.
 Result<Json> ParseJson(std::string_view text, std::string_view what = "json");
 
+// Checks, without parsing, that `text` nests arrays and objects at most
+// `max_depth` deep (brackets inside strings do not count): a parser
+// recursing a million `[` deep costs its memory before it can fail.
+// Returns kInvalidArgument "<what>: nested deeper than N levels at byte B".
+Status CheckJsonDepth(std::string_view text, size_t max_depth, std::string_view what = "json");
+
 // Serialises `value` compactly (indent < 0) or pretty-printed. Strings that
 // are not valid UTF-8 have the bad bytes replaced by U+FFFD, so output bytes
 // from a process never make serialisation fail; use it for network replies.

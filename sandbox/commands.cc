@@ -225,6 +225,12 @@ int RunDaemon(const std::vector<std::string>& args) {
     return ReportFailure(Status::InvalidArgument("sandboxd: --warm-pool and --netns-pool must be >= 0"));
   }
   HttpServerOptions options;
+  // Many clients of one trainer host keep connections: workers are cheap
+  // threads. A client without a token holds at most 16 of them from one
+  // address, 32 in all, each for at most the header timeout.
+  options.worker_threads = 64;
+  options.max_unauthenticated_per_peer = 16;
+  options.max_unauthenticated = 32;
   if (Status s = ParseListen(config->listen, &options.host, &options.port); !s.ok()) return ReportFailure(s);
   if (Status s = sandbox::api::CheckTransport(*config, insecure); !s.ok()) return ReportFailure(s.Wrap("sandboxd"));
   options.tls_cert_file = config->tls_cert;

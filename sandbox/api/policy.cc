@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -163,6 +164,36 @@ Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, con
                                 ByteText(spec.disk_bytes), ByteText(m.disk_bytes)));
   if (Status s = ValidateSpec(spec); !s.ok()) return s.Wrap(path);
   return spec;
+}
+
+namespace {
+
+std::string MsText(std::chrono::milliseconds ms) {
+  const int64_t n = ms.count();
+  if (n != 0 && n % 3'600'000 == 0) return std::to_string(n / 3'600'000) + "h";
+  if (n != 0 && n % 60'000 == 0) return std::to_string(n / 60'000) + "m";
+  if (n != 0 && n % 1000 == 0) return std::to_string(n / 1000) + "s";
+  return std::to_string(n) + "ms";
+}
+
+}  // namespace
+
+Result<ExecCall> AdmitExec(const NodePolicy& policy, const JsonView& body) {
+  FR_ASSIGN_OR_RETURN(ExecCall call, ExecCallFromJson(body));
+  const ExecLimits& limits = policy.exec;
+  // A default is never above its maximum, however the policy was built.
+  if (call.timeout.count() == 0) call.timeout = std::min(limits.default_timeout, limits.max_timeout);
+  if (call.timeout > limits.max_timeout) {
+    return Status::PermissionDenied(body.path() + ".timeout: " + MsText(call.timeout) +
+                                    " is above this node's maximum of " + MsText(limits.max_timeout));
+  }
+  const bool output_given = body.Has("max_output_bytes") && call.max_output_bytes != 0;
+  if (!output_given) call.max_output_bytes = std::min(limits.default_output_bytes, limits.max_output_bytes);
+  if (call.max_output_bytes > limits.max_output_bytes) {
+    return Status::PermissionDenied(body.path() + ".max_output_bytes: " + ByteText(call.max_output_bytes) +
+                                    " is above this node's maximum of " + ByteText(limits.max_output_bytes));
+  }
+  return call;
 }
 
 }  // namespace flashroll::sandbox::api

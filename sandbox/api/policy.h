@@ -14,6 +14,7 @@
 //   seccomp  "default" (the built-in filter) or a name in `seccomp_profiles`.
 //   limits   memory, pids, cpus and disk: a limit the request leaves out
 //            (or gives as 0) gets `defaults`; one above `max` is refused.
+//   exec     each exec's timeout and output cap likewise (ExecLimits).
 //
 // A default-constructed NodePolicy is the bare `flashroll sandboxd
 // --listen ... --token-file F`: built-in images only, no rw_paths, the
@@ -22,6 +23,8 @@
 // Thread safety: a NodePolicy is a value; AdmitSpec only reads it.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -39,6 +42,17 @@ struct NodeLimits {
   uint64_t disk_bytes = 0;  // the writable layer's size
 };
 
+// What an exec may ask for. An exec the node lets run unbounded would hold
+// an HTTP worker for ever: one without a timeout gets default_timeout. Its
+// output comes back as JSON, where control bytes grow about 6x ("\u0001"),
+// so a reply can be ~12x max_output_bytes (stdout and stderr).
+struct ExecLimits {
+  std::chrono::milliseconds default_timeout{std::chrono::minutes(10)};
+  std::chrono::milliseconds max_timeout{std::chrono::hours(1)};
+  size_t default_output_bytes = size_t{16} << 20;
+  size_t max_output_bytes = size_t{16} << 20;
+};
+
 struct NodePolicy {
   // Image name -> the absolute tree that serves as its lower layer.
   std::map<std::string, std::string> images;
@@ -50,6 +64,7 @@ struct NodePolicy {
   // says so in its config.
   NodeLimits defaults{uint64_t{512} << 20, 256, 1.0, uint64_t{1} << 30};
   NodeLimits max{uint64_t{4} << 30, 4096, 4.0, uint64_t{4} << 30};
+  ExecLimits exec;
 };
 
 // The spec `request` asks for under `policy`, validated (ValidateSpec).
@@ -61,5 +76,12 @@ struct NodePolicy {
 // ValidateSpec refuses; kNotFound for an rw path beneath the root that does
 // not exist. Nothing is created either way.
 Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, const std::string& path);
+
+// The exec `body` asks for (ExecCallFromJson) under `policy.exec`: a
+// timeout or max_output_bytes the body leaves out (or gives as 0) gets the
+// default; one above the maximum is kPermissionDenied naming the field
+// ("body.timeout: 2h is above this node's maximum of 1h"). Errors of
+// ExecCallFromJson pass through.
+Result<ExecCall> AdmitExec(const NodePolicy& policy, const JsonView& body);
 
 }  // namespace flashroll::sandbox::api

@@ -87,6 +87,13 @@ Schema SandboxdConfigSchema() {
       .Optional("workspace_root", Schema::String())
       .Optional("seccomp_profiles", Schema::String())
       .Optional("limits", Schema::Map().Optional("default", LimitsSchema()).Optional("max", LimitsSchema()))
+      .Optional("exec", Schema::Map()
+                            .Optional("timeout", Schema::Map()
+                                                     .Optional("default", Schema::Duration(1))
+                                                     .Optional("max", Schema::Duration(1)))
+                            .Optional("max_output", Schema::Map()
+                                                        .Optional("default", Schema::ByteSize(1))
+                                                        .Optional("max", Schema::ByteSize(1, 1ull << 30))))
       .Required("tokens", Schema::List(Schema::Map()
                                            .Required("name", Schema::String())
                                            .Required("file", Schema::String())
@@ -110,6 +117,17 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
   if (const YAML::Node limits = root["limits"]; limits.IsDefined()) {
     c.defaults = ReadLimits(limits["default"], c.defaults);
     c.max = ReadLimits(limits["max"], c.max);
+  }
+  if (const YAML::Node exec = root["exec"]; exec.IsDefined()) {
+    ExecLimits& e = c.exec;
+    if (const YAML::Node t = exec["timeout"]; t.IsDefined()) {
+      e.default_timeout = ReadDuration(t, "default", e.default_timeout);
+      e.max_timeout = ReadDuration(t, "max", e.max_timeout);
+    }
+    if (const YAML::Node o = exec["max_output"]; o.IsDefined()) {
+      e.default_output_bytes = ReadByteSize(o, "default", e.default_output_bytes);
+      e.max_output_bytes = ReadByteSize(o, "max", e.max_output_bytes);
+    }
   }
   const YAML::Node tokens = root["tokens"];
   for (const YAML::Node& t : tokens) {
@@ -152,6 +170,15 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
                           std::string("is above limits.max.") + key + " (a built-in default where not given)");
     }
   }
+  const std::pair<const char*, bool> exec_above[] = {
+      {"timeout", c.exec.default_timeout > c.exec.max_timeout},
+      {"max_output", c.exec.default_output_bytes > c.exec.max_output_bytes}};
+  for (const auto& [key, is_above] : exec_above) {
+    if (is_above) {
+      return file.ErrorAt(Where(root, {"exec", key, "default"}), std::string("exec.") + key + ".default",
+                          std::string("is above exec.") + key + ".max (a built-in default where not given)");
+    }
+  }
   return c;
 }
 
@@ -159,6 +186,7 @@ Result<NodePolicy> LoadNodePolicy(const SandboxdConfig& config) {
   NodePolicy policy;
   policy.defaults = config.defaults;
   policy.max = config.max;
+  policy.exec = config.exec;
   for (size_t i = 0; i < config.images.size(); ++i) {
     auto tree = StoredImage(config.image_store, config.images[i]);
     if (!tree.ok()) return tree.status().Wrap("images[" + std::to_string(i) + "]");

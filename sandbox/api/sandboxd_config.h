@@ -9,6 +9,7 @@
 //   workspace_root: /srv/ws      # rw_paths only beneath it; absent: none
 //   seccomp_profiles: /etc/flashroll/seccomp   # NAME.json is profile NAME
 //   limits: {default: {memory, pids, cpus, disk}, max: {...}}
+//   exec: {timeout: {default: 10m, max: 1h}, max_output: {default: 16M, max: 16M}}
 //   tokens: [{name, file, scopes: [create, exec, files, admin]}]
 //   tls: {cert: FILE, key: FILE}
 //   warm_pool: 0, netns_pool: 8, allow_unenforced_limits: false
@@ -44,6 +45,7 @@ struct SandboxdConfig {
   std::string seccomp_profiles;     // a directory; empty: only "default"
   NodeLimits defaults = NodePolicy().defaults;
   NodeLimits max = NodePolicy().max;
+  ExecLimits exec;
 
   struct Token {
     std::string name;

@@ -72,6 +72,10 @@ T Counted(ApiMetrics& metrics, ApiOp op, T result) {
 SandboxServer::SandboxServer(Manager* manager, NodePolicy policy, HttpServerOptions options)
     : manager_(manager), policy_(std::move(policy)), http_([&] {
         options.name = "sandboxd";
+        // When every worker holds a connection, others get a 429 at once,
+        // and the health check and metrics still answer.
+        options.refuse_when_busy = true;
+        options.reserved_paths = {"/health", "/metrics"};
         return std::move(options);
       }()) {
   AddRoutes();
@@ -103,10 +107,10 @@ void SandboxServer::AddRoutes() {
       201, kScopeCreate);
 
   http_.HandleRaw(HttpMethod::kPost, "/v1/sandboxes/:id/exec",
-                  [m, metrics](const HttpRequest& request) -> Result<HttpResponse> {
+                  [m, metrics, policy](const HttpRequest& request) -> Result<HttpResponse> {
                     return Counted(*metrics, ApiOp::kExec, [&]() -> Result<HttpResponse> {
-                      FR_ASSIGN_OR_RETURN(Json body, ParseJson(request.body, "request body"));
-                      FR_ASSIGN_OR_RETURN(ExecCall call, ExecCallFromJson(JsonView(body, "body")));
+                      FR_ASSIGN_OR_RETURN(Json body, request.ParseJsonBody());
+                      FR_ASSIGN_OR_RETURN(ExecCall call, AdmitExec(*policy, JsonView(body, "body")));
                       const auto start = Clock::now();
                       FR_ASSIGN_OR_RETURN(ExecResult result, m->Exec(request.Param("id"), BufferedRequest(call)));
                       metrics->RecordExec(std::chrono::duration<double>(Clock::now() - start).count());
@@ -116,10 +120,10 @@ void SandboxServer::AddRoutes() {
 
   http_.HandleStream(
       HttpMethod::kPost, "/v1/sandboxes/:id/exec/stream",
-      [m, metrics](const HttpRequest& request) -> Result<StreamResponse> {
+      [m, metrics, policy](const HttpRequest& request) -> Result<StreamResponse> {
         return Counted(*metrics, ApiOp::kExec, [&]() -> Result<StreamResponse> {
-          FR_ASSIGN_OR_RETURN(Json body, ParseJson(request.body, "request body"));
-          FR_ASSIGN_OR_RETURN(ExecCall call, ExecCallFromJson(JsonView(body, "body")));
+          FR_ASSIGN_OR_RETURN(Json body, request.ParseJsonBody());
+          FR_ASSIGN_OR_RETURN(ExecCall call, AdmitExec(*policy, JsonView(body, "body")));
           const std::string id = request.Param("id");
           // Unknown and frozen sandboxes get a proper error status before
           // the 200 of the stream goes out.
@@ -223,6 +227,10 @@ void SandboxServer::AddRoutes() {
                        return EventPageToJson(*page);
                      }());
                    }, 200, kScopeExec);
+
+  http_.HandlePublicJson(HttpMethod::kGet, "/health", [](const HttpRequest&) -> Result<Json> {
+    return Json{{"status", "ok"}};
+  });
 
   http_.HandleRaw(HttpMethod::kGet, "/metrics", [m, metrics](const HttpRequest&) -> Result<HttpResponse> {
     HttpResponse reply;

@@ -10,7 +10,15 @@
 //   admin   GET /metrics (node-wide counts, no sandbox's data)
 //
 // Scopes are per node, not per sandbox: a token with exec may drive any
-// sandbox on the node.
+// sandbox on the node. GET /health needs no token.
+//
+// Against clients without a token (common/http.h): tokens and scopes are
+// checked on the headers before a body is read; headers and bodies have
+// whole-phase deadlines; JSON bodies are bounded in size and depth; when
+// every worker holds a connection, others get 429 while /health and
+// /metrics are served by a reserved pool. An exec gets the node's timeout
+// and output cap when it names none, and is refused above their maxima
+// (policy.h): no exec holds a worker without bound.
 //
 //   POST   /v1/sandboxes                 body: spec (wire.h), admitted by
 //                                        the node's policy (policy.h);
@@ -36,6 +44,7 @@
 //          events after the cursor (wire.h); wait_ms (at most 20000)
 //          blocks until a newer one comes
 //   GET    /metrics                      Prometheus text
+//   GET    /health                       {"status": "ok"}, no token needed
 //
 // Errors are common/http.h's JSON error bodies: 401 without or with an
 // unknown token, 403 a token without the route's scope (naming it) or a

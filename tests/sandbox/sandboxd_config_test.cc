@@ -118,6 +118,21 @@ TEST(SandboxdConfigTest, DefaultsMayNotExceedTheMaximums) {
   EXPECT_TRUE(Parse(std::string(kMinimal) + "limits:\n  default: {pids: 1}\n").ok());
 }
 
+TEST(SandboxdConfigTest, ExecLimitsAreReadAndDefaultsMayNotExceedThem) {
+  auto config = Parse(std::string(kMinimal) +
+                      "exec:\n  timeout: {default: 30s, max: 5m}\n  max_output: {default: 1M, max: 4M}\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->exec.default_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(config->exec.max_timeout, std::chrono::minutes(5));
+  EXPECT_EQ(config->exec.default_output_bytes, size_t{1} << 20);
+  EXPECT_EQ(config->exec.max_output_bytes, size_t{4} << 20);
+  ExpectError(std::string(kMinimal) + "exec:\n  timeout: {max: 1m}\n",
+              "exec.timeout.default: is above exec.timeout.max");
+  ExpectError(std::string(kMinimal) + "exec:\n  max_output: {max: 1M}\n",
+              "exec.max_output.default: is above exec.max_output.max");
+  ExpectError(std::string(kMinimal) + "exec:\n  max_output: {max: 2G}\n", "exec.max_output.max");
+}
+
 TEST(SandboxdConfigTest, OnlyLoopbackListensWithoutTls) {
   SandboxdConfig config;
   for (const char* listen : {"127.0.0.1:7070", "127.8.9.10:1", "localhost:7070", "[::1]:7070", "::1:7070"}) {

@@ -1,0 +1,171 @@
+// The node API (a real SandboxServer over a real Manager) under hostile
+// clients: slowloris sockets and unauthenticated bodies from other loopback
+// addresses while an authenticated client creates and execs, an exec
+// without a timeout, and execs asking past the node's maxima. Needs root
+// (skips otherwise).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/http.h"
+#include "sandbox/api/server.h"
+
+namespace flashroll::sandbox::api {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kToken[] = "node-hostile-token";
+
+// A TCP connection to 127.0.0.1:port from loopback address `source`.
+int ConnectFrom(int port, const char* source) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source, &local.sin_addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  return fd;
+}
+
+class NodeApiHostileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "sandbox API tests need root";
+    auto manager = Manager::Open();
+    ASSERT_TRUE(manager.ok()) << manager.status().ToString();
+    manager_ = std::move(*manager);
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    for (const std::string& id : manager_ ? manager_->List() : std::vector<std::string>{}) {
+      (void)manager_->Destroy(id);
+    }
+  }
+
+  // The options `flashroll sandboxd` serves with (sandbox/commands.cc).
+  void Start(NodePolicy policy = NodePolicy()) {
+    HttpServerOptions options;
+    options.bearer_token = kToken;
+    options.worker_threads = 64;
+    options.max_unauthenticated_per_peer = 16;
+    options.max_unauthenticated = 32;
+    server_ = std::make_unique<SandboxServer>(manager_.get(), std::move(policy), options);
+    ASSERT_TRUE(server_->Start().ok());
+    HttpClientOptions client;
+    client.base_url = server_->base_url();
+    client.bearer_token = kToken;
+    client_ = std::make_unique<HttpClient>(HttpClient::Create(client).value());
+  }
+
+  std::string Create() {
+    Result<Json> created = client_->PostJson("/v1/sandboxes", Json::object());
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    return created.ok() ? (*created)["id"].get<std::string>() : "";
+  }
+
+  std::unique_ptr<Manager> manager_;
+  std::unique_ptr<SandboxServer> server_;
+  std::unique_ptr<HttpClient> client_;
+};
+
+// 200 slowloris sockets and three threads posting bodies without a token,
+// from two addresses; the authenticated client's create and exec keep
+// answering. On the old server the sockets held every worker.
+TEST_F(NodeApiHostileTest, FloodKeepsAnsweringAnAuthenticatedClient) {
+  Start();
+  const std::string id = Create();
+  ASSERT_FALSE(id.empty());
+  std::atomic<bool> done{false};
+  std::vector<std::thread> attackers;
+  attackers.emplace_back([&] {
+    std::vector<int> sockets;
+    while (!done.load()) {
+      if (sockets.size() < 200) sockets.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
+      for (int fd : sockets) (void)::send(fd, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    for (int fd : sockets) ::close(fd);
+  });
+  for (int i = 0; i < 3; ++i) {
+    attackers.emplace_back([&] {
+      const std::string request = "POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n" +
+                                  std::string(64 * 1024, '[');
+      while (!done.load()) {
+        const int fd = ConnectFrom(server_->port(), "127.0.0.3");
+        (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+        ::close(fd);
+      }
+    });
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  std::vector<double> took;
+  const Json exec = {{"cmd", {"/bin/true"}}};
+  for (int i = 0; i < 50; ++i) {
+    const auto start = Clock::now();
+    Result<Json> result = client_->PostJson("/v1/sandboxes/" + id + "/exec", exec);
+    took.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    ASSERT_TRUE(result.ok()) << result.status().ToString();
+  }
+  HttpClientOptions anonymous;
+  anonymous.base_url = server_->base_url();
+  Result<Json> health = HttpClient::Create(anonymous).value().GetJson("/health");
+  done = true;
+  for (std::thread& t : attackers) t.join();
+  ASSERT_TRUE(health.ok()) << health.status().ToString();
+  std::sort(took.begin(), took.end());
+  std::printf("node flood: authenticated exec p50 %.2f ms, max %.2f ms\n", took[took.size() / 2], took.back());
+  EXPECT_LT(took.back(), 1000.0);
+}
+
+// An exec that names no timeout gets the node's default: it cannot hold a
+// worker (and the sandbox) longer.
+TEST_F(NodeApiHostileTest, ExecWithoutATimeoutGetsTheNodeDefault) {
+  NodePolicy policy;
+  policy.exec.default_timeout = milliseconds(500);
+  Start(policy);
+  const std::string id = Create();
+  const auto start = Clock::now();
+  Result<Json> result = client_->PostJson("/v1/sandboxes/" + id + "/exec", Json{{"cmd", {"/bin/sleep", "30"}}});
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ((*result)["timed_out"], true) << result->dump();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST_F(NodeApiHostileTest, ExecPastTheNodeMaximaIs403NamingTheField) {
+  NodePolicy policy;
+  policy.exec.max_timeout = std::chrono::seconds(60);
+  policy.exec.max_output_bytes = 1 << 20;
+  Start(policy);
+  const std::string id = Create();
+  Result<Json> slow = client_->PostJson("/v1/sandboxes/" + id + "/exec", Json{{"cmd", {"/bin/true"}}, {"timeout", "2h"}});
+  EXPECT_EQ(slow.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(slow.status().message().find("body.timeout: 2h is above this node's maximum of 1m"), std::string::npos)
+      << slow.status().ToString();
+  Result<Json> big = client_->PostJson("/v1/sandboxes/" + id + "/exec/stream",
+                                       Json{{"cmd", {"/bin/true"}}, {"max_output_bytes", 1 << 30}});
+  EXPECT_EQ(big.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(big.status().message().find("body.max_output_bytes: 1G is above this node's maximum of 1M"),
+            std::string::npos)
+      << big.status().ToString();
+}
+
+}  // namespace
+}  // namespace flashroll::sandbox::api
