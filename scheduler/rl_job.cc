@@ -700,6 +700,8 @@ Status Job::StartTraining() {
   api.http.host = listen.substr(0, colon);
   api.http.port = std::atoi(listen.c_str() + colon + 1);
   api.http.bearer_token = *token;
+  api.max_staleness = config_.scheduler.max_staleness;
+  api.initial_version = WeightVersion();
   api.on_weights = [this](const std::string& path, int64_t version) { return weights_->Start(path, version); };
   api.status = [this]() -> Json {
     Json status;

@@ -11,7 +11,9 @@
 //     opened <= consumed + (max_staleness + 1) * batch_groups
 //   (the AReaL bound: a sample can lag the trainer by at most max_staleness
 //   versions when consumed), and LossMask() masks tokens older than
-//   current - max_staleness;
+//   current - max_staleness: once when a sample finishes (against the
+//   engine's version) and again when its group is leased (TrainerApi,
+//   against the version the trainer holds), where the bound must hold;
 // - length bias: the first `warmup_samples` samples to finish come back
 //   early because they are short; those under `warmup_min_tokens` are
 //   dropped and their slot runs again with a fresh seed;

@@ -4,13 +4,21 @@
 // docs/TRAINER_API.md is the client author's description.
 //
 //   GET  /v1/batches?min_groups=N&max_groups=M&timeout=S&format=json|binary
+//                   &trainer_version=V
 //        long poll: 200 with a lease (BatchToJson or EncodeBatchBinary), or
 //        204 with no body once `timeout` seconds pass without min_groups
 //        groups queued. Defaults: min_groups 1, max_groups = min_groups,
-//        timeout 30, format json. 400 naming the parameter for
-//        min_groups < 1 or > max_groups, a timeout outside [0, 600], an
-//        unknown format or an unknown parameter; 409 once the queue is
-//        closed and empty.
+//        timeout 30, format json, trainer_version the highest version
+//        posted to /v1/weights (or initial_version). With max_staleness >= 0
+//        the served loss mask is the stored one and-ed with the staleness
+//        bound against V: a token sampled by version v is trained only if
+//        V - v <= max_staleness, V being the version whose weights will
+//        compute its loss (so a group that waited on a straggler is masked
+//        when it is trained, not when its samples finished). 400 naming the
+//        parameter for min_groups < 1 or > max_groups, a timeout outside
+//        [0, 600], an unknown format, a trainer_version that is not a whole
+//        number or an unknown parameter; 409 once the queue is closed and
+//        empty.
 //   POST /v1/batches/{lease}/ack  -> 200 {"lease": id}; 409 expired; 404 unknown
 //   POST /v1/weights {"path": string, "version": int >= 0}
 //        -> 200 {"path", "version"} once on_weights accepted them; its error
@@ -47,6 +55,12 @@ struct TrainerApiOptions {
   WeightsCallback on_weights;
   // GET /v1/status: the job's status (queue counters, step, versions, ...).
   std::function<Json()> status;
+  // The staleness bound a lease's loss mask is applied with (the job's
+  // scheduler.max_staleness); negative: masks are served as stored.
+  int64_t max_staleness = -1;
+  // The version the trainer holds before it posts any weights (a resumed
+  // job's last checkpoint), for a lease that does not name trainer_version.
+  int64_t initial_version = 0;
 };
 
 class TrainerApi {
@@ -85,6 +99,9 @@ class TrainerApi {
   const WeightsCallback on_weights_;
   const std::function<Json()> status_;
 
+  const int64_t max_staleness_;
+  // The highest version accepted by POST /v1/weights (initial_version before).
+  std::atomic<int64_t> published_version_;
   std::atomic<bool> stopping_{false};
   HttpServer server_;
 };

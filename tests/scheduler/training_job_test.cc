@@ -209,6 +209,67 @@ TEST_F(TrainingJobTest, SamplesRunningAtASwapContinueOnTheNewWeightsWithoutResta
   EXPECT_GT(on_new, 0);
 }
 
+// A test double of a trainer: lets the two groups the staleness gate opens
+// without a trainer finish (every token sampled by version 0, and masked 1
+// when its sample finished), publishes versions 1 and 2 (copies of the
+// model), then leases them as a trainer holding version 2 and writes, per
+// sample, its sampled tokens and how many the served mask keeps.
+constexpr char kLateTrainer[] = R"PY(
+import json, os, shutil, sys, time, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+def call(path, body=None):
+    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)
+while call("/v1/status")["groups_done"] < 2:
+    time.sleep(0.1)
+for version in (1, 2):
+    name = "v%06d" % version
+    os.makedirs(os.path.join(root, name))
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
+    call("/v1/weights", {"path": name, "version": version})
+while call("/v1/status")["weight_version"] < 2:
+    time.sleep(0.1)
+batch = call("/v1/batches?min_groups=2&timeout=30&trainer_version=2")
+with open(os.path.join(os.path.dirname(root), "masks.txt"), "w") as out:
+    for g in batch["groups"]:
+        for s in g["samples"]:
+            out.write("%d %d %d\n" % (max(s["versions"]), sum(v >= 0 for v in s["versions"]), sum(s["loss_mask"])))
+call("/v1/batches/%s/ack" % batch["lease"], {})
+)PY";
+
+// Staleness is bounded when a token is trained, not when its sample
+// finished: version 0's tokens, fresh when their samples finished, are two
+// versions older than the trainer that leases them (max_staleness 1).
+TEST_F(TrainingJobTest, TokensTooStaleForTheLeasingTrainersVersionAreMasked) {
+  std::ofstream(dir_ + "/late.py") << kLateTrainer;
+  const JobConfig config = Load(WriteConfig("late", "  command: [/usr/bin/python3, " + dir_ + "/late.py]\n  restarts: 0\n"));
+  auto summary = RunRlJob(config, {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/late-trainer.log");
+  EXPECT_EQ(summary->weight_version, 2);
+  std::istringstream masks(ReadAll(dir_ + "/masks.txt"));
+  int samples = 0;
+  for (int max_version = 0, sampled = 0, kept = 0; masks >> max_version >> sampled >> kept; ++samples) {
+    EXPECT_EQ(max_version, 0) << "sample " << samples;
+    EXPECT_GT(sampled, 0) << "sample " << samples;
+    EXPECT_EQ(kept, 0) << "sample " << samples << ": " << sampled << " tokens of version 0 trained by version 2";
+  }
+  EXPECT_EQ(samples, 4) << ReadAll(dir_ + "/late-trainer.log");
+  // What the store keeps is the mask when the sample finished: the lease's
+  // own mask is the bound.
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  auto stored = LoadGroupSamples(**db, summary->job_id, 1);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_FALSE(stored->empty());
+  int64_t stored_kept = 0;
+  for (uint8_t m : stored->front().sample.loss_mask) stored_kept += m;
+  EXPECT_GT(stored_kept, 0);
+}
+
 // A test double of a trainer: publishes weights the job must refuse, writes
 // each answer's status and message to answers.txt, and exits 0.
 constexpr char kRefusedWeightsTrainer[] = R"PY(
