@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,7 +57,8 @@ struct GroupPlan {
   int64_t task_index = 0;  // the job's task list
   std::string family;
   int effort = 100;
-  int slots_done = 0;  // samples already finished (a resumed job); the rest run
+  std::set<int> slots_done;  // slots already finished (a resumed job); the others run
+  int missing(int64_t group_size) const { return static_cast<int>(group_size) - static_cast<int>(slots_done.size()); }
 };
 
 // One sample to start.

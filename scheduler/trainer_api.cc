@@ -103,6 +103,7 @@ TrainerApi::TrainerApi(BatchQueue* queue, TrainerApiOptions options)
     : queue_(queue),
       on_weights_(std::move(options.on_weights)),
       status_(std::move(options.status)),
+      on_trained_(std::move(options.on_trained)),
       max_staleness_(options.max_staleness),
       published_version_(options.initial_version),
       server_(std::move(options.http)) {}
@@ -152,9 +153,9 @@ Result<HttpResponse> TrainerApi::GetBatches(const HttpRequest& request) {
     const auto slice = std::clamp(left, std::chrono::milliseconds(0), kStopCheckInterval);
     FR_ASSIGN_OR_RETURN(BatchLease lease, queue_->Lease(poll.min_groups, poll.max_groups, slice));
     if (!lease.id.empty()) {
-      if (max_staleness_ >= 0) {
-        MaskStaleTokens(lease, poll.trainer_version.value_or(published_version_.load()), max_staleness_);
-      }
+      const int64_t version = poll.trainer_version.value_or(published_version_.load());
+      if (max_staleness_ >= 0) MaskStaleTokens(lease, version, max_staleness_);
+      RememberServed(lease, version);
       HttpResponse reply;
       if (poll.binary) {
         reply.body = EncodeBatchBinary(lease);
@@ -171,9 +172,32 @@ Result<HttpResponse> TrainerApi::GetBatches(const HttpRequest& request) {
   return timed_out;
 }
 
+void TrainerApi::RememberServed(const BatchLease& lease, int64_t version) {
+  ServedLease served{version, {}};
+  for (const TrainingGroup& group : lease.groups) {
+    for (const TrainingSample& sample : group.samples) served.sample_ids.push_back(sample.sample_id);
+  }
+  std::lock_guard<std::mutex> lock(served_mu_);
+  served_[lease.id] = std::move(served);
+  served_order_.push_back(lease.id);
+  while (served_order_.size() > kLeaseMemory) {
+    served_.erase(served_order_.front());
+    served_order_.pop_front();
+  }
+}
+
 Result<Json> TrainerApi::AckBatch(const HttpRequest& request) {
   const std::string& lease = request.Param("lease");
   FR_RETURN_IF_ERROR(queue_->Ack(lease));
+  std::optional<ServedLease> trained;
+  {
+    std::lock_guard<std::mutex> lock(served_mu_);
+    if (auto it = served_.find(lease); it != served_.end()) {
+      trained = std::move(it->second);
+      served_.erase(it);  // a retried ack reports nothing twice
+    }
+  }
+  if (trained && on_trained_) on_trained_(trained->version, trained->sample_ids);
   return Json{{"lease", lease}};
 }
 

@@ -19,7 +19,9 @@
 //        [0, 600], an unknown format, a trainer_version that is not a whole
 //        number or an unknown parameter; 409 once the queue is closed and
 //        empty.
-//   POST /v1/batches/{lease}/ack  -> 200 {"lease": id}; 409 expired; 404 unknown
+//   POST /v1/batches/{lease}/ack  -> 200 {"lease": id}; 409 expired; 404 unknown.
+//        The first 200 of a lease calls on_trained with the version its
+//        mask was computed against and the samples it served.
 //   POST /v1/weights {"path": string, "version": int >= 0}
 //        -> 200 {"path", "version"} once on_weights accepted them; its error
 //        Status otherwise (HttpStatusFromCode); 400 naming a missing,
@@ -35,6 +37,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <vector>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +53,9 @@
 namespace flashroll {
 
 using WeightsCallback = std::function<Status(const std::string& path, int64_t version)>;
+// A lease was acknowledged: its samples were trained by the weights of
+// `version` (the lease's trainer_version).
+using TrainedCallback = std::function<void(int64_t version, const std::vector<int64_t>& sample_ids)>;
 
 struct TrainerApiOptions {
   // Where and how to serve; bearer_token must not be empty.
@@ -55,6 +64,8 @@ struct TrainerApiOptions {
   WeightsCallback on_weights;
   // GET /v1/status: the job's status (queue counters, step, versions, ...).
   std::function<Json()> status;
+  // Optional: called once per acknowledged lease.
+  TrainedCallback on_trained;
   // The staleness bound a lease's loss mask is applied with (the job's
   // scheduler.max_staleness); negative: masks are served as stored.
   int64_t max_staleness = -1;
@@ -92,6 +103,8 @@ class TrainerApi {
 
   Result<HttpResponse> GetBatches(const HttpRequest& request);
   Result<Json> AckBatch(const HttpRequest& request);
+  // Keeps what `lease` served and against which version, for its ack.
+  void RememberServed(const BatchLease& lease, int64_t version);
   Result<Json> PostWeights(const HttpRequest& request);
 
   // Constant after construction.
@@ -99,7 +112,18 @@ class TrainerApi {
   const WeightsCallback on_weights_;
   const std::function<Json()> status_;
 
+  const TrainedCallback on_trained_;
   const int64_t max_staleness_;
+  // Live leases' trainer_version and samples, for on_trained; the oldest are
+  // forgotten past kLeaseMemory (an expired lease is never acknowledged).
+  struct ServedLease {
+    int64_t version = 0;
+    std::vector<int64_t> sample_ids;
+  };
+  static constexpr size_t kLeaseMemory = 4096;
+  std::mutex served_mu_;
+  std::map<std::string, ServedLease> served_;  // guarded by served_mu_
+  std::deque<std::string> served_order_;       // oldest first; guarded by served_mu_
   // The highest version accepted by POST /v1/weights (initial_version before).
   std::atomic<int64_t> published_version_;
   std::atomic<bool> stopping_{false};
