@@ -3,7 +3,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan bench clean mutation
+.PHONY: all deps build run test test-asan test-slow bench clean mutation
 
 all: build
 
@@ -26,6 +26,11 @@ run: build
 # shared 2-core machine does not sink the run (docs/TESTING.md).
 test: build
 	ctest --test-dir build --output-on-failure --repeat until-pass:2 -j $(JOBS)
+
+# The slow tests at full size (docs/TESTING.md): many-thousand-cycle leak
+# runs, many-trial crash tests.
+test-slow: build
+	FLASHROLL_SLOW_TESTS=1 ctest --test-dir build --output-on-failure -j $(JOBS)
 
 test-asan: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFLASHROLL_SANITIZE=ON -DFLASHROLL_BENCH=OFF $(CMAKE_FLAGS)

@@ -65,6 +65,8 @@ struct Sandbox {
   Veth veth;
   AppArmorProfile apparmor;  // loaded only where the kernel has AppArmor
   InitProcess init;
+  // "/dev/loopN" its writable layer is on; empty without one.
+  std::string disk_device;
 
   std::mutex exec_mu;
   uint32_t next_exec_id = 1;  // guarded by mu
@@ -178,6 +180,7 @@ struct Manager::Impl {
       UseUserNamespace(userns, &plan);
       FR_ASSIGN_OR_RETURN(disk, SandboxDisk::Create(spec.disk_bytes));
       plan.mount.disk_mount_fd = disk.mount_fd();
+      sb->disk_device = disk.device();
     }
     // On any failure below, the Cgroup's destructor kills and removes it.
     CgroupLimits limits = LimitsOf(spec);
@@ -721,6 +724,7 @@ Result<SandboxInfo> Manager::Info(const std::string& id) {
   info.host_uid = impl_->user_namespace ? ::geteuid() : sb->ids.range().base;
   info.created = sb->created;
   info.expires = sb->expires;
+  info.disk_device = sb->disk_device;
   if (sb->spec.net == NetMode::kPolicy) {
     char text[INET_ADDRSTRLEN] = {};
     const uint32_t address = sb->veth.host_address();

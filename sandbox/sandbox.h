@@ -92,6 +92,9 @@ struct SandboxInfo {
   // host_uid..host_uid+N-1 on the host (N: Options::userns_width). The
   // manager's own uid for a manager without root.
   uint32_t host_uid = 0;
+  // The loop device ("/dev/loopN") its on-disk writable layer is on; it
+  // detaches when the sandbox's mounts go. Empty without one (no root).
+  std::string disk_device;
   std::chrono::system_clock::time_point created;
   std::chrono::system_clock::time_point expires;  // epoch when there is no TTL
 };

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "tests/sandbox/sandbox_fixture.h"
 
@@ -23,14 +24,22 @@ std::string WriteProbe(const std::string& path, int mib) {
          "os.fsync(fd)\nprint('ok')\n\"";
 }
 
-// Loop devices attached now (each sandbox's filesystem is on one).
-int AttachedLoopDevices() {
-  int attached = 0;
-  for (int n = 0; n < 256; ++n) {
-    std::ifstream backing("/sys/block/loop" + std::to_string(n) + "/loop/backing_file");
-    if (backing.good()) ++attached;
-  }
-  return attached;
+// What loop device `name` is attached to now; empty when it is detached.
+std::string BackingFile(const std::string& name) {
+  std::ifstream in("/sys/block/" + name + "/loop/backing_file");
+  std::string backing;
+  std::getline(in, backing);
+  return backing;
+}
+
+// The device's disk sequence number, which the kernel advances on every
+// attach and detach: a detach that another attach follows at once (free
+// loop devices are handed out lowest first) still shows.
+std::string DiskSequence(const std::string& name) {
+  std::ifstream in("/sys/block/" + name + "/diskseq");
+  std::string sequence;
+  std::getline(in, sequence);
+  return sequence;
 }
 
 // The issue's steps: under a 64M memory limit a sandbox writes 160M to
@@ -38,7 +47,6 @@ int AttachedLoopDevices() {
 // with ENOSPC inside. On the old code (a tmpfs charged to memory) the 160M
 // write was OOM-killed at ~62 MiB.
 TEST_F(SandboxDiskTest, DiskBoundsTheWritableRootOnDiskNotInMemory) {
-  const int loops_before = AttachedLoopDevices();
   SandboxSpec spec;
   spec.memory_bytes = 64ull << 20;
   spec.disk_bytes = 256ull << 20;
@@ -61,11 +69,21 @@ TEST_F(SandboxDiskTest, DiskBoundsTheWritableRootOnDiskNotInMemory) {
   // Inodes are bounded too: one per 16 KiB.
   ExecResult inodes = Sh(id, "rm -f /var/tmp/first /tmp/second; df -i / | tail -1 | tr -s ' ' | cut -d' ' -f2");
   EXPECT_EQ(inodes.stdout_data, std::to_string((256 << 20) / 16384) + "\n");
-  EXPECT_EQ(AttachedLoopDevices(), loops_before + 1);
+  // A loop device of its own, backed by its nameless image. Other tests
+  // attach loop devices of their own meanwhile, so this one is followed by
+  // name, not by counting.
+  const std::string device = manager_->Info(id)->disk_device;
+  ASSERT_EQ(device.rfind("/dev/loop", 0), 0u) << device;
+  const std::string loop = device.substr(5);
+  const std::string backing = BackingFile(loop);
+  EXPECT_NE(backing.find("(deleted)"), std::string::npos) << backing;
+  const std::string attached = DiskSequence(loop);
+  ASSERT_FALSE(attached.empty());
   ASSERT_TRUE(manager_->Destroy(id).ok());
-  // The loop device detaches with the sandbox's mount; its nameless image's blocks are freed.
-  for (int i = 0; i < 50 && AttachedLoopDevices() > loops_before; ++i) usleep(20000);
-  EXPECT_EQ(AttachedLoopDevices(), loops_before);
+  // The loop device detaches with the sandbox's mount; its image's blocks
+  // are freed.
+  for (int i = 0; i < 50 && DiskSequence(loop) == attached; ++i) usleep(20000);
+  EXPECT_NE(DiskSequence(loop), attached);
 }
 
 // Many-file abuse: the inode table ends it, not the host's.
