@@ -253,9 +253,16 @@ Status Job::Open() {
   scheduler_ = std::make_unique<SampleScheduler>(policy, plan, Clock::now());
   summary_.groups_total = scheduler_->groups_total();
 
+  FR_ASSIGN_OR_RETURN(const engine::DeviceSpec device, engine::ParseDevice(config_.model.device));
+  if (config_.policy.url.empty()) {
+    // A GPU that cannot hold the model and its KV pool is reported before the weights load.
+    const int64_t needed = engine::ModelFileBytes(config_.model.path) + static_cast<int64_t>(config_.model.kv_memory_bytes);
+    FR_RETURN_IF_ERROR(engine::CheckDevice(device, needed).Wrap("model.device"));
+  }
   FR_ASSIGN_OR_RETURN(model_, engine::Model::Load(config_.model.path));
   FR_ASSIGN_OR_RETURN(tokenizer_, engine::LoadModelTokenizer(*model_));
   engine::EngineOptions engine_options;
+  engine_options.device = device;
   engine_options.threads = static_cast<int>(config_.model.threads);
   engine_options.max_running = config_.scheduler.max_in_flight;
   engine_options.kv_memory_bytes = static_cast<int64_t>(config_.model.kv_memory_bytes);
