@@ -1,6 +1,7 @@
 #include "scheduler/rl_job.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -113,7 +114,9 @@ class Job {
   // Runs one sample and records it; then tells the scheduler.
   void RunSample(sqlite::Database& db, const SampleTicket& ticket);
   // Under mu_: advantages for each finished group, recorded and queued.
-  void FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups);
+  // `opened_here`: the groups were opened by this run's scheduler (not
+  // finished before a resume).
+  void FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups, bool opened_here);
   void Monitor();
   // Training: the trainer API, the weight loader and the trainer process.
   Status StartTraining();
@@ -176,6 +179,7 @@ class Job {
   Status first_error_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_episodes_{false};
+  std::atomic<bool> stalled_{false};  // no progress for scheduler.stall_timeout: the job fails
   // Engine occupancy, sampled by the monitor.
   int64_t polls_ = 0, busy_polls_ = 0, running_sum_ = 0;
 };
@@ -303,12 +307,12 @@ Status Job::Open() {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    FinishGroups(*db_, finished_before);
+    FinishGroups(*db_, finished_before, /*opened_here=*/false);
   }
   return Status::Ok();
 }
 
-void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups) {
+void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups, bool opened_here) {
   for (int64_t group_id : groups) {
     auto samples = LoadGroupSamples(db, job_id_, group_id);
     if (!samples.ok()) {
@@ -335,7 +339,14 @@ void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups)
     }
     if (Status st = store::RecordAdvantages(db, rows); !st.ok() && first_error_.ok()) first_error_ = st;
     summary_.groups_done += 1;
-    if (!group.samples.empty()) (void)queue_.Add(std::move(group));
+    if (!group.samples.empty()) {
+      (void)queue_.Add(std::move(group));
+    } else {
+      // Never queued, so never consumed: without counting it the staleness
+      // gate would stay closed for good once enough such groups finished.
+      summary_.groups_unqueued += 1;
+      if (opened_here) scheduler_->Unqueued(1);
+    }
   }
 }
 
@@ -472,7 +483,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
   } else {
     summary_.samples_dropped += 1;
   }
-  FinishGroups(db, scheduler_->TakeFinishedGroups());
+  FinishGroups(db, scheduler_->TakeFinishedGroups(), /*opened_here=*/true);
   cv_.notify_all();
 }
 
@@ -521,6 +532,9 @@ std::string Job::StatusLine(double seconds) {
 void Job::Monitor() {
   const auto start = Clock::now();
   auto next_status = start + options_.status_interval;
+  // What counts as progress; unchanged for stall_timeout, the job fails.
+  std::array<int64_t, 4> progress{-1, -1, -1, -1};
+  auto progressed_at = start;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -544,11 +558,31 @@ void Job::Monitor() {
         cancel_episodes_ = true;
         cv_.notify_all();
       }
-      const int64_t consumed = queue_.Stats().consumed;
-      if (consumed > consumed_seen_) {
-        scheduler_->Consumed(consumed - consumed_seen_);
-        consumed_seen_ = consumed;
+      const BatchQueueStats queue = queue_.Stats();
+      if (queue.consumed > consumed_seen_) {
+        scheduler_->Consumed(queue.consumed - consumed_seen_);
+        consumed_seen_ = queue.consumed;
         cv_.notify_all();
+      }
+      const std::array<int64_t, 4> now_progress{summary_.samples_done, queue.consumed, stats.generated_tokens,
+                                                WeightVersion()};
+      if (now_progress != progress) {
+        progress = now_progress;
+        progressed_at = Clock::now();
+      } else if (config_.scheduler.stall_timeout.count() > 0 &&
+                 Clock::now() - progressed_at >= config_.scheduler.stall_timeout) {
+        if (first_error_.ok()) {
+          first_error_ = Status::DeadlineExceeded(
+              "stalled: no sample finished, no token generated, no group consumed and no weights published for " +
+              std::to_string(config_.scheduler.stall_timeout.count()) + " ms (scheduler.stall_timeout): " +
+              scheduler_->WaitReason() + "; trainer queue: " + std::to_string(queue.queued) + " queued, " +
+              std::to_string(queue.leased) + " leased, " + std::to_string(summary_.groups_unqueued) + " unqueued");
+        }
+        stalled_ = true;
+        stop_ = true;
+        cancel_episodes_ = true;
+        cv_.notify_all();
+        return;
       }
       if (options_.on_status && Clock::now() >= next_status) {
         next_status += options_.status_interval;
@@ -704,7 +738,7 @@ Status Job::FinishTraining() {
   queue_.Close();
   // A signal (Ctrl-C, SIGTERM) while waiting stops the trainer instead.
   while (!trainer_->finished()) {
-    if (options_.stop && options_.stop->load()) {
+    if ((options_.stop && options_.stop->load()) || stalled_.load()) {
       trainer_->Stop();
       break;
     }
@@ -794,6 +828,9 @@ std::string RlJobSummary::ToText() const {
   std::string text = "job " + std::to_string(job_id) + " " + status + ": " + std::to_string(groups_done) + "/" +
                      std::to_string(groups_total) + " groups, " + std::to_string(samples_done) + " samples this run (" +
                      std::to_string(samples_dropped) + " dropped in warm-up) in " + Fixed(wall_seconds, 1) + " s\n";
+  if (groups_unqueued > 0) {
+    text += std::to_string(groups_unqueued) + " groups had no sample to train on (all failed, rewards.failed: exclude)\n";
+  }
   text += "engine: busy " + Fixed(100 * busy_fraction, 1) + "% of the time, mean batch " + Fixed(mean_batch, 1) +
           " sequences, " + Fixed(engine_tokens_per_second, 0) + " generated tokens/s\n";
   char line[160];
@@ -829,7 +866,7 @@ Json RlJobSummary::ToJson() const {
                                   {"mean_reasoning_tokens", static_cast<double>(e.reasoning_tokens) / n}};
   }
   return {{"job_id", job_id},       {"status", status},
-          {"groups_done", groups_done}, {"groups_total", groups_total},
+          {"groups_done", groups_done}, {"groups_total", groups_total}, {"groups_unqueued", groups_unqueued},
           {"samples_done", samples_done}, {"samples_dropped", samples_dropped},
           {"wall_seconds", wall_seconds}, {"busy_fraction", busy_fraction},
           {"mean_batch", mean_batch},   {"engine_tokens_per_second", engine_tokens_per_second},
