@@ -512,9 +512,14 @@ void Job::Worker() {
 }
 
 std::string Job::StatusLine(double seconds) {
+  // A training job ends when its trainer took training.steps steps, long
+  // before every planned group ran: its total is the steps, not the groups.
+  const std::string groups = trainer_ ? std::to_string(summary_.groups_done) + " (" +
+                                            std::to_string(summary_.groups_total) + " planned)"
+                                      : std::to_string(summary_.groups_done) + "/" + std::to_string(summary_.groups_total);
   std::string line = "samples " + std::to_string(summary_.samples_done) + " (" +
                      Fixed(seconds > 0 ? static_cast<double>(summary_.samples_done) / seconds : 0.0, 2) + "/s)  groups " +
-                     std::to_string(summary_.groups_done) + "/" + std::to_string(summary_.groups_total) + "  reward";
+                     groups + "  reward";
   for (const auto& [effort, e] : summary_.by_effort) {
     line += " b=" + std::to_string(effort) + ":" + Fixed(e.samples ? e.reward_sum / static_cast<double>(e.samples) : 0.0, 2);
   }
@@ -524,7 +529,7 @@ std::string Job::StatusLine(double seconds) {
           Fixed(seconds > 0 ? static_cast<double>(stats.generated_tokens) / seconds : 0.0, 0) + " tok/s  busy " +
           Fixed(polls_ ? 100.0 * static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0, 0) + "%";
   if (trainer_) {
-    if (const std::string step = LastStepStatus(JobFile("trainer.jsonl")); !step.empty()) line += "  " + step;
+    line += "  " + LastStepStatus(JobFile("trainer.jsonl"), config_.training.steps);
   }
   return line;
 }

@@ -331,11 +331,20 @@ TEST_F(TrainingJobTest, GroupsWithNothingToTrainOnDoNotCloseTheStalenessGate) {
   const JobConfig config = Load(WithScheduler(
       WriteConfig("unqueued", "  command: [/usr/bin/python3, " + dir_ + "/drain.py]\n  restarts: 0\n"),
       "sample_timeout: 1ms", "rewards: {failed: exclude}\n"));
-  auto summary = RunRlJob(config, {});
+  RlJobOptions options;
+  std::vector<std::string> lines;
+  options.status_interval = std::chrono::milliseconds(10);
+  options.on_status = [&](const std::string& line) { lines.push_back(line); };
+  auto summary = RunRlJob(config, options);
   ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/unqueued-trainer.log");
   EXPECT_EQ(summary->groups_done, 4);
   EXPECT_EQ(summary->groups_unqueued, 4);
   EXPECT_EQ(summary->ToJson()["groups_unqueued"], 4);
+  // A training job ends at its trainer's last step (training.steps 4), not
+  // after its planned groups: the status line says both, not "groups 2/4".
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find(" (4 planned)  reward"), std::string::npos) << lines.back();
+  EXPECT_NE(lines.back().find("  step 0/4"), std::string::npos) << lines.back();
 }
 
 // A trainer that never consumes (a test double that sleeps) closes the
