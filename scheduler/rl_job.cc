@@ -301,7 +301,9 @@ Status Job::Open() {
   if (!manager.ok()) return manager.status().Wrap("the job's sandboxes");
   manager_ = std::move(*manager);
 
-  // Groups a killed job finished but never handed out are handed out now.
+  // Every group a stopped or killed job finished is queued again: which of
+  // them its trainer consumed is not persisted (issue 21 item 2), so a
+  // resumed job may serve a group a second time, never lose one.
   std::vector<int64_t> finished_before;
   for (const auto& [id, group] : groups_) {
     if (group.missing(config_.scheduler.group_size) == 0) finished_before.push_back(id);
