@@ -301,12 +301,22 @@ Status Job::Open() {
   if (!manager.ok()) return manager.status().Wrap("the job's sandboxes");
   manager_ = std::move(*manager);
 
-  // Every group a stopped or killed job finished is queued again: which of
-  // them its trainer consumed is not persisted (issue 21 item 2), so a
-  // resumed job may serve a group a second time, never lose one.
+  // The groups a stopped or killed job finished are queued again, except
+  // those a published checkpoint holds (recorded trained). A group acked
+  // but not yet in a published checkpoint is served again: the trainer
+  // resumes from that checkpoint, without its update.
+  std::set<int64_t> trained;
+  if (resumed) {
+    FR_ASSIGN_OR_RETURN(trained, DurablyTrainedGroups(*db_, job_id_));
+  }
   std::vector<int64_t> finished_before;
   for (const auto& [id, group] : groups_) {
-    if (group.missing(config_.scheduler.group_size) == 0) finished_before.push_back(id);
+    if (group.missing(config_.scheduler.group_size) > 0) continue;
+    if (trained.count(id)) {
+      summary_.groups_done += 1;
+    } else {
+      finished_before.push_back(id);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -291,6 +291,77 @@ TEST_F(TrainingJobTest, TokensTooStaleForTheLeasingTrainersVersionAreMasked) {
   EXPECT_EQ(versions->ColumnText(0), "1,2,3") << "each published version is recorded";
 }
 
+// A test double of a trainer. First run: leases two groups holding version
+// 0, acks them, publishes version 1 (a copy of the model: the checkpoint of
+// that step) and exits, which ends the job. Resumed: leases whatever the job
+// serves for a while, writing each group id, and exits.
+constexpr char kResumingTrainer[] = R"PY(
+import json, os, shutil, sys, time, urllib.error, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+here = os.path.dirname(root)
+def call(path, body=None):
+    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r) if r.status == 200 else None
+first = not os.path.exists(os.path.join(here, "first.txt"))
+if first:
+    batch = call("/v1/batches?min_groups=2&max_groups=2&timeout=60&trainer_version=0")
+    call("/v1/batches/%s/ack" % batch["lease"], {})
+    os.makedirs(os.path.join(root, "v000001"))
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
+    call("/v1/weights", {"path": "v000001", "version": 1})
+    with open(os.path.join(here, "first.txt"), "w") as out:
+        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+    sys.exit(0)
+with open(os.path.join(here, "second.txt"), "w") as out:
+    while True:
+        try:
+            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=1")
+        except urllib.error.HTTPError:
+            break  # 409: the queue closed
+        if batch is None:
+            break  # nothing for 3 s
+        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+        out.flush()
+        call("/v1/batches/%s/ack" % batch["lease"], {})
+)PY";
+
+// The groups a published checkpoint holds (acked at version 0, then version
+// 1 published) are recorded trained, and a resumed job does not serve them
+// again; the old job queued every finished group again on --resume.
+TEST_F(TrainingJobTest, AResumedJobDoesNotServeAgainTheGroupsAPublishedCheckpointHolds) {
+  std::ofstream(dir_ + "/resuming.py") << kResumingTrainer;
+  const JobConfig config =
+      Load(WriteConfig("resuming", "  command: [/usr/bin/python3, " + dir_ + "/resuming.py]\n  restarts: 0\n"));
+  auto first = RunRlJob(config, {});
+  ASSERT_TRUE(first.ok()) << first.status().ToString() << ReadAll(dir_ + "/resuming-trainer.log");
+  std::set<int64_t> trained;
+  {
+    std::istringstream ids(ReadAll(dir_ + "/first.txt"));
+    for (int64_t id = 0; ids >> id;) trained.insert(id);
+  }
+  ASSERT_EQ(trained.size(), 2u) << ReadAll(dir_ + "/resuming-trainer.log");
+  {
+    auto db = store::OpenStore(dir_ + "/store.db");
+    ASSERT_TRUE(db.ok());
+    auto stmt = (*db)->Prepare("SELECT count(DISTINCT group_id) FROM samples WHERE trained_at_version = 0");
+    ASSERT_TRUE(stmt.ok());
+    ASSERT_TRUE(*stmt->Step());
+    EXPECT_EQ(stmt->ColumnInt64(0), 2) << "both leased groups are recorded trained at version 0";
+  }
+  RlJobOptions options;
+  options.resume = "resuming";
+  auto resumed = RunRlJob(config, options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString() << ReadAll(dir_ + "/resuming-trainer.log");
+  std::istringstream served(ReadAll(dir_ + "/second.txt"));
+  int n = 0;
+  for (int64_t id = 0; served >> id; ++n) EXPECT_EQ(trained.count(id), 0u) << "group " << id << " served again";
+  EXPECT_GT(n, 0) << "the resumed job served the groups not trained yet";
+}
+
 // A test double of a trainer that trains nothing: it polls until the queue
 // closes (409), then exits 0.
 constexpr char kDrainingTrainer[] = R"PY(
