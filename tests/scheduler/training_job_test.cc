@@ -319,11 +319,11 @@ if first:
 with open(os.path.join(here, "second.txt"), "w") as out:
     while True:
         try:
-            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=1")
+            batch = call("/v1/batches?min_groups=1&timeout=20&trainer_version=1")
         except urllib.error.HTTPError:
             break  # 409: the queue closed
         if batch is None:
-            break  # nothing for 3 s
+            break  # nothing for 20 s
         out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
         out.flush()
         call("/v1/batches/%s/ack" % batch["lease"], {})
