@@ -15,10 +15,14 @@ build: deps
 	cmake --build build -j $(JOBS)
 
 # The quickstart runs afresh each time: its store, checkpoints, logs and
-# report (runs/quickstart*) are removed first; its trainer API token is new.
+# report (runs/quickstart.db*, runs/quickstart-*) are removed first, but not
+# the distillation quickstart's (runs/quickstart-distill*); its trainer API
+# token is new.
 run: build
-	rm -rf runs/quickstart.db* runs/quickstart-*
-	mkdir -p runs && (umask 077 && head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > runs/quickstart.token)
+	mkdir -p runs
+	rm -rf runs/quickstart.db*
+	find runs -maxdepth 1 -name 'quickstart-*' ! -name 'quickstart-distill*' -exec rm -rf {} +
+	(umask 077 && head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' > runs/quickstart.token)
 	./build/flashroll run configs/quickstart.yaml
 
 # A test that fails is run once more (--repeat until-pass:2) and both runs

@@ -69,6 +69,10 @@ Status CheckGroup(const TrainingGroup& group) {
   return Status::Ok();
 }
 
+Status LeaseNotFound(const std::string& id) {
+  return Status::NotFound("lease \"" + id + "\" not found: never issued, or finished too long ago to remember");
+}
+
 }  // namespace
 
 BatchQueue::BatchQueue(BatchQueueOptions options) : options_(std::move(options)) {}
@@ -141,18 +145,55 @@ Status BatchQueue::Ack(const std::string& lease_id) {
     consumed_ += n;
     leased_groups_ -= n;
     live_.erase(it);
-    RememberLocked(lease_id, FinishedLease{true, now});
+    RememberLocked(lease_id, FinishedLease{Ended::kAcked, now});
     return Status::Ok();
   }
   auto it = finished_.find(lease_id);
-  if (it == finished_.end()) {
-    return Status::NotFound("lease \"" + lease_id +
-                            "\" not found: never issued, or finished too long ago to remember");
+  if (it == finished_.end()) return LeaseNotFound(lease_id);
+  if (it->second.how == Ended::kAcked) return Status::Ok();
+  return EndedError(lease_id, it->second);
+}
+
+Result<std::chrono::system_clock::time_point> BatchQueue::Renew(const std::string& lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const SystemTime now = Now();
+  ReclaimExpiredLocked(now);
+  if (auto it = live_.find(lease_id); it != live_.end()) {
+    it->second.expires_at = now + options_.lease_duration;
+    return it->second.expires_at;
   }
-  if (it->second.acked) return Status::Ok();
-  return Status::FailedPrecondition("lease " + lease_id + " expired at " +
-                                    FormatUtcMillis(it->second.at) +
-                                    "; its groups were handed out again");
+  auto it = finished_.find(lease_id);
+  if (it == finished_.end()) return LeaseNotFound(lease_id);
+  if (it->second.how == Ended::kAcked) {
+    return Status::FailedPrecondition("lease " + lease_id + " was acknowledged at " + FormatUtcMillis(it->second.at) +
+                                      "; there is nothing left to renew");
+  }
+  return EndedError(lease_id, it->second);
+}
+
+Status BatchQueue::Release(const std::string& lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const SystemTime now = Now();
+  ReclaimExpiredLocked(now);
+  if (auto it = live_.find(lease_id); it != live_.end()) {
+    RequeueLocked(it->second);
+    live_.erase(it);
+    RememberLocked(lease_id, FinishedLease{Ended::kReleased, now});
+    changed_.notify_all();
+    return Status::Ok();
+  }
+  auto it = finished_.find(lease_id);
+  if (it == finished_.end()) return LeaseNotFound(lease_id);
+  if (it->second.how == Ended::kAcked) {
+    return Status::FailedPrecondition("lease " + lease_id + " was acknowledged at " + FormatUtcMillis(it->second.at) +
+                                      "; its groups are consumed");
+  }
+  return Status::Ok();
+}
+
+Status BatchQueue::EndedError(const std::string& id, const FinishedLease& finished) {
+  return Status::FailedPrecondition("lease " + id + (finished.how == Ended::kReleased ? " was released at " : " expired at ") +
+                                    FormatUtcMillis(finished.at) + "; its groups were handed out again");
 }
 
 void BatchQueue::Close() {
@@ -181,14 +222,18 @@ void BatchQueue::ReclaimExpiredLocked(SystemTime now) {
       ++it;
       continue;
     }
-    leased_groups_ -= static_cast<int64_t>(it->second.groups.size());
-    queued_.merge(it->second.groups);
+    RequeueLocked(it->second);
     ++expired_leases_;
-    RememberLocked(it->first, FinishedLease{false, it->second.expires_at});
+    RememberLocked(it->first, FinishedLease{Ended::kExpired, it->second.expires_at});
     it = live_.erase(it);
     requeued = true;
   }
   if (requeued) changed_.notify_all();
+}
+
+void BatchQueue::RequeueLocked(LiveLease& lease) {
+  leased_groups_ -= static_cast<int64_t>(lease.groups.size());
+  queued_.merge(lease.groups);
 }
 
 void BatchQueue::RememberLocked(const std::string& id, FinishedLease finished) {

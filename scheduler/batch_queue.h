@@ -99,6 +99,20 @@ class BatchQueue {
   // handed out again"), kNotFound for an id never issued or long forgotten.
   Status Ack(const std::string& lease_id);
 
+  // Moves the expiry of live lease `lease_id` to lease_duration from now (a
+  // trainer whose step outlasts the lease keeps it). Returns the new expiry.
+  // Errors: kFailedPrecondition for a lease acknowledged, expired or
+  // released (naming which), kNotFound as for Ack.
+  Result<std::chrono::system_clock::time_point> Renew(const std::string& lease_id);
+
+  // Gives the groups of live lease `lease_id` back now, in their original
+  // place, as an expiry would (a trainer that will not train them, e.g. one
+  // shutting down, need not make them wait out the lease). OK again for a
+  // lease already released or expired (its groups are back either way);
+  // an Ack of it then fails. Errors: kFailedPrecondition for a lease
+  // acknowledged, kNotFound as for Ack.
+  Status Release(const std::string& lease_id);
+
   // Stops Add and wakes every blocked Lease. Live leases can still be
   // acknowledged, and expired ones still return their groups to the queue.
   void Close();
@@ -110,15 +124,20 @@ class BatchQueue {
     std::map<uint64_t, TrainingGroup> groups;  // keyed by Add order
     std::chrono::system_clock::time_point expires_at;
   };
+  enum class Ended { kAcked, kExpired, kReleased };
   struct FinishedLease {
-    bool acked = false;  // false: it expired
+    Ended how = Ended::kExpired;
     std::chrono::system_clock::time_point at;
   };
+  // The error for an Ack or Renew of a lease that ended without an ack.
+  static Status EndedError(const std::string& id, const FinishedLease& finished);
 
   std::chrono::system_clock::time_point Now() const;
   // Moves the groups of every lease that has expired by `now` back into
   // the queue and wakes waiters if any did.
   void ReclaimExpiredLocked(std::chrono::system_clock::time_point now);
+  // Puts a live lease's groups back in the queue.
+  void RequeueLocked(LiveLease& lease);
   void RememberLocked(const std::string& id, FinishedLease finished);
 
   // Constant after construction.

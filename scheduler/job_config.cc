@@ -98,6 +98,7 @@ Schema JobConfigSchema(bool training_map) {
                                  .Optional("warmup_min_tokens", Schema::Int(0, 10'000'000))
                                  .Optional("rate_limits", Schema::Any())
                                  .Optional("sample_timeout", Schema::Duration(0))
+                                 .Optional("stall_timeout", Schema::Duration(0))
                                  .Optional("max_samples", Schema::Int(0, 1'000'000'000))
                                  .Optional("synchronous", Schema::Bool()))
       .Optional("rewards", Schema::Map()
@@ -327,6 +328,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.scheduler.warmup_samples = ReadInt(s, "warmup_samples", c.scheduler.warmup_samples);
     c.scheduler.warmup_min_tokens = ReadInt(s, "warmup_min_tokens", c.scheduler.warmup_min_tokens);
     c.scheduler.sample_timeout = ReadDuration(s, "sample_timeout", c.scheduler.sample_timeout);
+    c.scheduler.stall_timeout = ReadDuration(s, "stall_timeout", c.scheduler.stall_timeout);
     c.scheduler.max_samples = ReadInt(s, "max_samples", c.scheduler.max_samples);
     c.scheduler.synchronous = ReadBool(s, "synchronous", c.scheduler.synchronous);
     if (const YAML::Node limits = s["rate_limits"]; limits.IsDefined()) {

@@ -77,6 +77,9 @@ struct JobConfig {
     int64_t warmup_min_tokens = 0;  // ... are dropped (and re-run) when shorter than this
     std::map<std::string, double> rate_limits;  // task family -> samples started per second
     std::chrono::milliseconds sample_timeout{0};  // 0 = no deadline
+    // No sample finished, no token generated, no group consumed and no
+    // weights published for this long: the job fails naming why. 0 = never.
+    std::chrono::milliseconds stall_timeout{std::chrono::minutes(10)};
     int64_t max_samples = 0;        // stop after this many groups' samples; 0 = every task x effort x G
     bool synchronous = false;       // batch-level baseline instead of sample-level dispatch
   } scheduler;

@@ -71,6 +71,20 @@ Result<std::map<int64_t, std::set<int>>> RecoverSlots(sqlite::Database& db, int6
   return done;
 }
 
+Result<std::set<int64_t>> DurablyTrainedGroups(sqlite::Database& db, int64_t job_id) {
+  FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
+                      db.Prepare("SELECT DISTINCT group_id FROM samples WHERE job_id = ?1"
+                                 " AND trained_at_version IS NOT NULL"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
+  std::set<int64_t> groups;
+  while (true) {
+    FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    groups.insert(stmt.ColumnInt64(0));
+  }
+  return groups;
+}
+
 Status RecordTrainedSamples(sqlite::Database& db, const std::vector<int64_t>& sample_ids, int64_t version,
                             int64_t max_staleness) {
   std::vector<store::TrainedSample> trained;

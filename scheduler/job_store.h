@@ -1,6 +1,7 @@
 // What the RL job keeps in the store besides each sample's own writes
 // (store::CompleteSample): its task list, the slots a resumed job already
-// finished, and the record of what the trainer trained.
+// finished, and the record of what the trainer trained (which a resumed job
+// does not serve again).
 //
 // Thread safety: plain functions; each Database is used by one thread.
 #pragma once
@@ -31,6 +32,11 @@ Result<std::vector<JobTask>> PrepareTasks(sqlite::Database& db, int64_t job_id, 
 // attempts a stopped or killed job left queued, running or aborted are
 // marked superseded first: their slots run again.
 Result<std::map<int64_t, std::set<int>>> RecoverSlots(sqlite::Database& db, int64_t job_id);
+
+// The groups whose samples are recorded trained (RecordTrainedSamples): a
+// published checkpoint holds their update, so a resumed job does not serve
+// them again.
+Result<std::set<int64_t>> DurablyTrainedGroups(sqlite::Database& db, int64_t job_id);
 
 // Records that `sample_ids` were trained by the weights of `version` once
 // that update is durable: trained_at_version, and as each assistant turn's

@@ -1,6 +1,7 @@
 #include "scheduler/rl_job.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "engine/serving/weight_loader.h"
 #include "rewards/advantages.h"
 #include "rewards/length_reward.h"
+#include "rewards/sample_reward.h"
 #include "rollout/episode.h"
 #include "rollout/evaluation.h"
 #include "rollout/sandbox_workspace.h"
@@ -113,7 +115,9 @@ class Job {
   // Runs one sample and records it; then tells the scheduler.
   void RunSample(sqlite::Database& db, const SampleTicket& ticket);
   // Under mu_: advantages for each finished group, recorded and queued.
-  void FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups);
+  // `opened_here`: the groups were opened by this run's scheduler (not
+  // finished before a resume).
+  void FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups, bool opened_here);
   void Monitor();
   // Training: the trainer API, the weight loader and the trainer process.
   Status StartTraining();
@@ -176,6 +180,7 @@ class Job {
   Status first_error_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_episodes_{false};
+  std::atomic<bool> stalled_{false};  // no progress for scheduler.stall_timeout: the job fails
   // Engine occupancy, sampled by the monitor.
   int64_t polls_ = 0, busy_polls_ = 0, running_sum_ = 0;
 };
@@ -303,19 +308,31 @@ Status Job::Open() {
   if (!manager.ok()) return manager.status().Wrap("the job's sandboxes");
   manager_ = std::move(*manager);
 
-  // Groups a killed job finished but never handed out are handed out now.
+  // The groups a stopped or killed job finished are queued again, except
+  // those a published checkpoint holds (recorded trained). A group acked
+  // but not yet in a published checkpoint is served again: the trainer
+  // resumes from that checkpoint, without its update.
+  std::set<int64_t> trained;
+  if (resumed) {
+    FR_ASSIGN_OR_RETURN(trained, DurablyTrainedGroups(*db_, job_id_));
+  }
   std::vector<int64_t> finished_before;
   for (const auto& [id, group] : groups_) {
-    if (group.missing(config_.scheduler.group_size) == 0) finished_before.push_back(id);
+    if (group.missing(config_.scheduler.group_size) > 0) continue;
+    if (trained.count(id)) {
+      summary_.groups_done += 1;
+    } else {
+      finished_before.push_back(id);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    FinishGroups(*db_, finished_before);
+    FinishGroups(*db_, finished_before, /*opened_here=*/false);
   }
   return Status::Ok();
 }
 
-void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups) {
+void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups, bool opened_here) {
   for (int64_t group_id : groups) {
     auto samples = LoadGroupSamples(db, job_id_, group_id);
     if (!samples.ok()) {
@@ -342,7 +359,14 @@ void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups)
     }
     if (Status st = store::RecordAdvantages(db, rows); !st.ok() && first_error_.ok()) first_error_ = st;
     summary_.groups_done += 1;
-    if (!group.samples.empty()) (void)queue_.Add(std::move(group));
+    if (!group.samples.empty()) {
+      (void)queue_.Add(std::move(group));
+    } else {
+      // Never queued, so never consumed: without counting it the staleness
+      // gate would stay closed for good once enough such groups finished.
+      summary_.groups_unqueued += 1;
+      if (opened_here) scheduler_->Unqueued(1);
+    }
   }
 }
 
@@ -413,10 +437,9 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
     const Episode& e = *episode;
     for (uint8_t s : e.sampled) generated += s;
     const int64_t l = e.reasoning_tokens();
-    const double verifier = e.verdict.success ? 1.0 : 0.0;
-    const double length = SampleLengthReward(length_params_, ticket.effort, l, e.verdict.success);
-    outcome.reward = verifier + length;
-    outcome.reward_parts_json = nlohmann::json{{"verifier", verifier}, {"length", length}}.dump();
+    const SampleReward reward = ScoreSample(length_params_, ticket.effort, l, e.verdict.success);
+    outcome.reward = reward.total();
+    outcome.reward_parts_json = nlohmann::json{{"verifier", reward.verifier}, {"length", reward.length}}.dump();
     outcome.reasoning_tokens = l;
     outcome.total_tokens = static_cast<int64_t>(e.tokens.size());
     for (const EpisodeTurn& t : e.turns) {
@@ -479,7 +502,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
   } else {
     summary_.samples_dropped += 1;
   }
-  FinishGroups(db, scheduler_->TakeFinishedGroups());
+  FinishGroups(db, scheduler_->TakeFinishedGroups(), /*opened_here=*/true);
   cv_.notify_all();
 }
 
@@ -508,9 +531,14 @@ void Job::Worker() {
 }
 
 std::string Job::StatusLine(double seconds) {
+  // A training job ends when its trainer took training.steps steps, long
+  // before every planned group ran: its total is the steps, not the groups.
+  const std::string groups = trainer_ ? std::to_string(summary_.groups_done) + " (" +
+                                            std::to_string(summary_.groups_total) + " planned)"
+                                      : std::to_string(summary_.groups_done) + "/" + std::to_string(summary_.groups_total);
   std::string line = "samples " + std::to_string(summary_.samples_done) + " (" +
                      Fixed(seconds > 0 ? static_cast<double>(summary_.samples_done) / seconds : 0.0, 2) + "/s)  groups " +
-                     std::to_string(summary_.groups_done) + "/" + std::to_string(summary_.groups_total) + "  reward";
+                     groups + "  reward";
   for (const auto& [effort, e] : summary_.by_effort) {
     line += " b=" + std::to_string(effort) + ":" + Fixed(e.samples ? e.reward_sum / static_cast<double>(e.samples) : 0.0, 2);
   }
@@ -520,7 +548,7 @@ std::string Job::StatusLine(double seconds) {
           Fixed(seconds > 0 ? static_cast<double>(stats.generated_tokens) / seconds : 0.0, 0) + " tok/s  busy " +
           Fixed(polls_ ? 100.0 * static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0, 0) + "%";
   if (trainer_) {
-    if (const std::string step = LastStepStatus(JobFile("trainer.jsonl")); !step.empty()) line += "  " + step;
+    line += "  " + LastStepStatus(JobFile("trainer.jsonl"), config_.training.steps);
   }
   return line;
 }
@@ -528,6 +556,9 @@ std::string Job::StatusLine(double seconds) {
 void Job::Monitor() {
   const auto start = Clock::now();
   auto next_status = start + options_.status_interval;
+  // What counts as progress; unchanged for stall_timeout, the job fails.
+  std::array<int64_t, 4> progress{-1, -1, -1, -1};
+  auto progressed_at = start;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -551,11 +582,31 @@ void Job::Monitor() {
         cancel_episodes_ = true;
         cv_.notify_all();
       }
-      const int64_t consumed = queue_.Stats().consumed;
-      if (consumed > consumed_seen_) {
-        scheduler_->Consumed(consumed - consumed_seen_);
-        consumed_seen_ = consumed;
+      const BatchQueueStats queue = queue_.Stats();
+      if (queue.consumed > consumed_seen_) {
+        scheduler_->Consumed(queue.consumed - consumed_seen_);
+        consumed_seen_ = queue.consumed;
         cv_.notify_all();
+      }
+      const std::array<int64_t, 4> now_progress{summary_.samples_done, queue.consumed, stats.generated_tokens,
+                                                WeightVersion()};
+      if (now_progress != progress) {
+        progress = now_progress;
+        progressed_at = Clock::now();
+      } else if (config_.scheduler.stall_timeout.count() > 0 &&
+                 Clock::now() - progressed_at >= config_.scheduler.stall_timeout) {
+        if (first_error_.ok()) {
+          first_error_ = Status::DeadlineExceeded(
+              "stalled: no sample finished, no token generated, no group consumed and no weights published for " +
+              std::to_string(config_.scheduler.stall_timeout.count()) + " ms (scheduler.stall_timeout): " +
+              scheduler_->WaitReason() + "; trainer queue: " + std::to_string(queue.queued) + " queued, " +
+              std::to_string(queue.leased) + " leased, " + std::to_string(summary_.groups_unqueued) + " unqueued");
+        }
+        stalled_ = true;
+        stop_ = true;
+        cancel_episodes_ = true;
+        cv_.notify_all();
+        return;
       }
       if (options_.on_status && Clock::now() >= next_status) {
         next_status += options_.status_interval;
@@ -711,7 +762,7 @@ Status Job::FinishTraining() {
   queue_.Close();
   // A signal (Ctrl-C, SIGTERM) while waiting stops the trainer instead.
   while (!trainer_->finished()) {
-    if (options_.stop && options_.stop->load()) {
+    if ((options_.stop && options_.stop->load()) || stalled_.load()) {
       trainer_->Stop();
       break;
     }
@@ -796,54 +847,6 @@ Result<RlJobSummary> Job::Run() {
 }
 
 }  // namespace
-
-std::string RlJobSummary::ToText() const {
-  std::string text = "job " + std::to_string(job_id) + " " + status + ": " + std::to_string(groups_done) + "/" +
-                     std::to_string(groups_total) + " groups, " + std::to_string(samples_done) + " samples this run (" +
-                     std::to_string(samples_dropped) + " dropped in warm-up) in " + Fixed(wall_seconds, 1) + " s\n";
-  text += "engine: busy " + Fixed(100 * busy_fraction, 1) + "% of the time, mean batch " + Fixed(mean_batch, 1) +
-          " sequences, " + Fixed(engine_tokens_per_second, 0) + " generated tokens/s\n";
-  char line[160];
-  std::snprintf(line, sizeof(line), "%8s %8s %8s %8s %12s %18s\n", "effort", "samples", "success", "failed",
-                "mean reward", "reasoning tokens");
-  text += line;
-  for (const auto& [effort, e] : by_effort) {
-    const double n = e.samples ? static_cast<double>(e.samples) : 1.0;
-    std::snprintf(line, sizeof(line), "%8d %8lld %7.1f%% %8lld %12.3f %18.1f\n", effort,
-                  static_cast<long long>(e.samples), 100.0 * static_cast<double>(e.successes) / n,
-                  static_cast<long long>(e.failed), e.reward_sum / n, static_cast<double>(e.reasoning_tokens) / n);
-    text += line;
-  }
-  if (!trainer_log.empty()) {
-    text += "training: weight version " + std::to_string(weight_version) + ", trainer restarts " +
-            std::to_string(trainer_restarts) + ", per step (" + trainer_log + "):\n" + TrainingStepsTable(trainer_log);
-  }
-  if (const std::string comparison = EvalComparison(eval); !comparison.empty()) {
-    text += "fixed evaluation set, before the first step -> after the last:\n" + comparison;
-  }
-  if (!report.empty()) text += "report: " + report + "\n";
-  return text;
-}
-
-Json RlJobSummary::ToJson() const {
-  Json by = Json::object();
-  for (const auto& [effort, e] : by_effort) {
-    const double n = e.samples ? static_cast<double>(e.samples) : 1.0;
-    by[std::to_string(effort)] = {{"samples", e.samples},
-                                  {"success_rate", static_cast<double>(e.successes) / n},
-                                  {"failed", e.failed},
-                                  {"mean_reward", e.reward_sum / n},
-                                  {"mean_reasoning_tokens", static_cast<double>(e.reasoning_tokens) / n}};
-  }
-  return {{"job_id", job_id},       {"status", status},
-          {"groups_done", groups_done}, {"groups_total", groups_total},
-          {"samples_done", samples_done}, {"samples_dropped", samples_dropped},
-          {"wall_seconds", wall_seconds}, {"busy_fraction", busy_fraction},
-          {"mean_batch", mean_batch},   {"engine_tokens_per_second", engine_tokens_per_second},
-          {"by_effort", by},
-          {"weight_version", weight_version}, {"trainer_restarts", trainer_restarts},
-          {"eval", eval}, {"report", report}};
-}
 
 Result<RlJobSummary> RunRlJob(const JobConfig& config, const RlJobOptions& options) {
   Job job(config, options);

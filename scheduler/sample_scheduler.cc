@@ -29,7 +29,22 @@ void SampleScheduler::Refill(Clock::time_point now) {
 bool SampleScheduler::RoomForAGroup(const GroupPlan& group) const {
   const int64_t g = group.missing(policy_.group_size);
   if (in_flight_ + static_cast<int64_t>(ready_.size()) + g > policy_.max_in_flight) return false;
-  return !policy_.staleness_gate || opened_ + 1 <= consumed_ + (policy_.max_staleness + 1) * policy_.batch_groups;
+  return !policy_.staleness_gate || opened_ + 1 <= GateLimit();
+}
+
+int64_t SampleScheduler::GateLimit() const {
+  return consumed_ + unqueued_ + (policy_.max_staleness + 1) * policy_.batch_groups;
+}
+
+std::string SampleScheduler::WaitReason() const {
+  std::string reason = std::to_string(groups_finished_) + "/" + std::to_string(total_groups_) +
+                       " groups finished, " + std::to_string(opened_) + " opened, " + std::to_string(in_flight_) +
+                       " samples in flight, " + std::to_string(ready_.size()) + " ready";
+  if (!policy_.staleness_gate) return reason + "; no staleness gate";
+  return reason + "; the staleness gate opens a group while opened + 1 <= consumed " + std::to_string(consumed_) +
+         " + unqueued " + std::to_string(unqueued_) + " + (max_staleness " + std::to_string(policy_.max_staleness) +
+         " + 1) x batch_groups " + std::to_string(policy_.batch_groups) + " = " + std::to_string(GateLimit()) +
+         (opened_ + 1 <= GateLimit() ? " (open)" : " (closed: waiting for the trainer to consume)");
 }
 
 bool SampleScheduler::GroupMayOpen(const GroupPlan& group, Clock::time_point now) {

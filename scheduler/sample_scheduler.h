@@ -8,9 +8,10 @@
 // whenever their last sample does, not batch by batch. Against the biases
 // asynchrony brings:
 // - staleness: with a trainer, groups open only while
-//     opened <= consumed + (max_staleness + 1) * batch_groups
+//     opened <= consumed + unqueued + (max_staleness + 1) * batch_groups
 //   (the AReaL bound: a sample can lag the trainer by at most max_staleness
-//   versions when consumed), and LossMask() masks tokens older than
+//   versions when consumed; `unqueued` are finished groups with nothing to
+//   train on, which the trainer never consumes), and LossMask() masks tokens older than
 //   current - max_staleness: once when a sample finishes (against the
 //   engine's version) and again when its group is leased (TrainerApi,
 //   against the version the trainer holds), where the bound must hold;
@@ -89,6 +90,14 @@ class SampleScheduler {
 
   // The trainer consumed `groups` groups (acknowledged a batch).
   void Consumed(int64_t groups) { consumed_ += groups; }
+  // `groups` this scheduler opened finished with nothing to train on (every
+  // sample failed under rewards.failed: exclude): never queued, so never
+  // consumed; the staleness bound counts them as consumed.
+  void Unqueued(int64_t groups) { unqueued_ += groups; }
+
+  // The counts Next() decides on and the staleness bound's arithmetic, for
+  // the report of a job that stalled.
+  std::string WaitReason() const;
 
   int64_t in_flight() const { return in_flight_; }
   int64_t groups_total() const { return total_groups_; }
@@ -107,6 +116,7 @@ class SampleScheduler {
     int finished = 0;
   };
   bool RoomForAGroup(const GroupPlan& group) const;  // the caps on all samples and the staleness bound
+  int64_t GateLimit() const;  // the most groups the staleness bound lets be opened now
   bool GroupMayOpen(const GroupPlan& group, Clock::time_point now);  // its task's cap, its family's rate
   void Refill(Clock::time_point now);
 
@@ -122,6 +132,7 @@ class SampleScheduler {
   int64_t in_flight_ = 0;
   int64_t opened_ = 0;
   int64_t consumed_ = 0;
+  int64_t unqueued_ = 0;
   int64_t groups_finished_ = 0;
   int64_t total_groups_ = 0;
   int64_t samples_finished_ = 0;

@@ -126,6 +126,18 @@ Result<std::unique_ptr<TrainerApi>> TrainerApi::Start(BatchQueue* queue,
                    [self](const HttpRequest& r) { return self->GetBatches(r); });
   server.HandleJson(HttpMethod::kPost, "/v1/batches/:lease/ack",
                     [self](const HttpRequest& r) { return self->AckBatch(r); });
+  server.HandleJson(HttpMethod::kPost, "/v1/batches/:lease/renew",
+                    [self](const HttpRequest& r) -> Result<Json> {
+                      const std::string& lease = r.Param("lease");
+                      FR_ASSIGN_OR_RETURN(auto expires_at, self->queue_->Renew(lease));
+                      return Json{{"lease", lease}, {"expires_at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(expires_at.time_since_epoch()).count()}};
+                    });
+  server.HandleJson(HttpMethod::kPost, "/v1/batches/:lease/release",
+                    [self](const HttpRequest& r) -> Result<Json> {
+                      const std::string& lease = r.Param("lease");
+                      FR_RETURN_IF_ERROR(self->queue_->Release(lease));
+                      return Json{{"lease", lease}};
+                    });
   server.HandleJson(HttpMethod::kPost, "/v1/weights",
                     [self](const HttpRequest& r) { return self->PostWeights(r); });
   server.HandleJson(HttpMethod::kGet, "/v1/status",

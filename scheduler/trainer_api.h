@@ -19,7 +19,12 @@
 //        [0, 600], an unknown format, a trainer_version that is not a whole
 //        number or an unknown parameter; 409 once the queue is closed and
 //        empty.
-//   POST /v1/batches/{lease}/ack  -> 200 {"lease": id}; 409 expired; 404 unknown.
+//   POST /v1/batches/{lease}/renew -> 200 {"lease", "expires_at_ms"}: a live
+//        lease lasts lease_duration from now; 409 acknowledged, expired or
+//        released; 404 unknown.
+//   POST /v1/batches/{lease}/release -> 200 {"lease"}: its groups go back to
+//        the queue now (again 200 once released or expired); 409 acknowledged.
+//   POST /v1/batches/{lease}/ack  -> 200 {"lease": id}; 409 expired or released; 404 unknown.
 //        The first 200 of a lease calls on_trained with the version its
 //        mask was computed against and the samples it served.
 //   POST /v1/weights {"path": string, "version": int >= 0}

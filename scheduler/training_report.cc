@@ -76,15 +76,15 @@ std::string TrainingStepsTable(const std::string& log_path) {
   return rows ? text : "";
 }
 
-std::string LastStepStatus(const std::string& log_path) {
+std::string LastStepStatus(const std::string& log_path, int64_t steps) {
   std::ifstream in(log_path);
   Json last;
   for (std::string line; std::getline(in, line);) {
     Json r = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (r.is_object()) last = std::move(r);
   }
-  if (!last.is_object() || std::isnan(Number(last, "step"))) return "";
-  std::string text = Row("step %.0f", Number(last, "step"));
+  if (!last.is_object() || std::isnan(Number(last, "step"))) return "step 0/" + std::to_string(steps);
+  std::string text = Row("step %.0f/", Number(last, "step")) + std::to_string(steps);
   for (const char* key : {"loss", "reverse_kl", "clip_fraction", "kl"}) {
     if (const double v = Number(last, key); !std::isnan(v)) text += Row(" %s %.4g", key, v);
   }

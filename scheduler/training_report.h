@@ -17,10 +17,11 @@ namespace flashroll {
 // objects are skipped; a missing file gives "".
 std::string TrainingStepsTable(const std::string& log_path);
 
-// The status line's part for the trainer's last step in its log: "step 3
-// loss 0.0123 reverse_kl 0.0123" (reverse_kl, clip_fraction, kl when the
-// trainer logs them). "" before the first step.
-std::string LastStepStatus(const std::string& log_path);
+// The status line's part for the trainer's last step in its log, of the
+// `steps` the job ends at: "step 3/20 loss 0.0123 reverse_kl 0.0123"
+// (reverse_kl, clip_fraction, kl when the trainer logs them); "step 0/20"
+// before the first step.
+std::string LastStepStatus(const std::string& log_path, int64_t steps);
 
 // eval = {"before": EvalReport JSON, "after": ...}: per effort and in total,
 // success before and after with the change and its standard error, and mean

@@ -104,6 +104,31 @@ class TrainerClient:
             raise ApiError(route, status, _error_message(body))
         return True
 
+    def renew(self, lease):
+        """Keeps a live lease for the job's lease_timeout from now (a step that
+        outlasts the lease). Returns the new expires_at_ms; raises LeaseExpired
+        (409: acknowledged, expired or released) or UnknownLease (404)."""
+        return json.loads(self._lease_call(lease, "renew"))["expires_at_ms"]
+
+    def release(self, lease):
+        """Gives the lease's groups back to the queue now (again True once
+        released or expired; its ack then raises LeaseExpired). Raises
+        LeaseExpired (409: already acknowledged) or UnknownLease (404)."""
+        self._lease_call(lease, "release")
+        return True
+
+    def _lease_call(self, lease, verb):
+        lease_id = lease if isinstance(lease, str) else lease.lease
+        route = f"POST /v1/batches/{lease_id}/{verb}"
+        status, _, body = self._request("POST", f"/v1/batches/{urllib.parse.quote(lease_id)}/{verb}")
+        if status == 409:
+            raise LeaseExpired(route, status, _error_message(body))
+        if status == 404:
+            raise UnknownLease(route, status, _error_message(body))
+        if status != 200:
+            raise ApiError(route, status, _error_message(body))
+        return body
+
     def publish_weights(self, path, version):
         """Tells the job weights `version` are saved at `path` (relative to the
         job's checkpoint root). Returns the server's {"path", "version"}."""

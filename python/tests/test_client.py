@@ -92,9 +92,19 @@ def test_a_job_through_the_client(job):
     with pytest.raises(LeaseExpired, match=f"POST /v1/batches/{first.lease}/ack: HTTP 409: .*expired"):
         job.ack(first)
 
-    # The expired group comes back first, under a new lease; binary equals JSON.
-    again = job.lease(1, timeout=30, format="binary")
-    assert again.lease != first.lease and again.groups[0].group_id == group.group_id
+    # The expired group comes back first, under a new lease, renewed, then
+    # released: it comes back at once under a third; binary equals JSON.
+    renewed = job.lease(1, timeout=30, format="binary")
+    assert renewed.groups[0].group_id == group.group_id
+    assert job.renew(renewed) >= renewed.expires_at_ms
+    assert job.release(renewed) is True
+    assert job.release(renewed) is True  # a retried release changes nothing
+    with pytest.raises(LeaseExpired, match=f"POST /v1/batches/{renewed.lease}/ack: HTTP 409: .*was released at"):
+        job.ack(renewed)
+    with pytest.raises(LeaseExpired, match="renew: HTTP 409"):
+        job.renew(renewed)
+    again = job.lease(1, timeout=5, format="binary")
+    assert again.lease not in (first.lease, renewed.lease) and again.groups[0].group_id == group.group_id
     assert as_plain(again) == as_plain(first)
     assert job.ack(again) is True
     assert job.ack(again) is True  # a retried ack consumes nothing twice

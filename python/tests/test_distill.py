@@ -42,10 +42,8 @@ def test_teacher_rows_are_log_softmax_rows(teacher):
 def test_distill_steps(tmp_path, teacher):
     url, name = teacher
     with FakeTrainerApi(make_groups(2)) as api:
-        args = argv(api, tmp_path, 1)
-        args = args[:args.index("--clip")] + args[args.index("--groups-per-step"):]  # distill has no --clip, --kl
-        assert loop.main(distill.Distill, "test", distill.add_flags,
-                         args + ["--teacher-url", url, "--teacher-model", name]) == 0
+        args = argv(api, tmp_path, 1, "--teacher-url", url, "--teacher-model", name, algorithm="distill")
+        assert loop.main(distill.Distill, "test", distill.add_flags, args) == 0
     assert api.weights == [("v000001", 1)]
     (record,) = read_log(tmp_path)
     print(f"teacher {name}: reverse KL {record['reverse_kl']:.3g}")

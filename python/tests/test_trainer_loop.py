@@ -47,11 +47,14 @@ def groups():
     return make_groups(6)
 
 
-def argv(api, tmp_path, steps, *extra):
+def argv(api, tmp_path, steps, *extra, algorithm="grpo"):
+    """The flags the job passes every trainer, and those of `algorithm`'s
+    (as TrainerArgv builds them: distill takes no --clip or --kl)."""
     (tmp_path / "token").write_text("secret\n")
+    policy = ["--clip", "0.2", "--kl", "0"] if algorithm == "grpo" else []
     return ["--api", api.url, "--token-file", str(tmp_path / "token"), "--model", DEFAULT_MODEL,
-            "--checkpoint-root", str(tmp_path / "ckpt"), "--steps", str(steps), "--lr", "1e-3", "--clip", "0.2",
-            "--kl", "0", "--groups-per-step", "2", "--temperature", str(TEMPERATURE), "--loss-agg", "token_mean",
+            "--checkpoint-root", str(tmp_path / "ckpt"), "--steps", str(steps), "--lr", "1e-3", *policy,
+            "--groups-per-step", "2", "--temperature", str(TEMPERATURE), "--loss-agg", "token_mean",
             "--log", str(tmp_path / "log.jsonl"), "--seed", "1", "--poll-timeout", "1", *extra]
 
 

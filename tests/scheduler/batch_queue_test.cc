@@ -108,6 +108,53 @@ TEST(BatchQueueTest, RepeatedAckSucceedsWithoutConsumingTwice) {
   EXPECT_EQ(queue.Stats().consumed, 2);
 }
 
+// A trainer whose step outlasts the lease renews it and keeps its groups;
+// without the renewal they would have gone to another lease at 10 s.
+TEST(BatchQueueTest, ARenewedLeaseOutlastsItsFirstExpiry) {
+  FakeClock clock;
+  BatchQueue queue(WithClock(clock, seconds(10)));
+  AddGroups(queue, {1, 2});
+  BatchLease lease = MustLease(queue, 2, 2);
+  clock.Advance(seconds(8));
+  Result<std::chrono::system_clock::time_point> renewed = queue.Renew(lease.id);
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_EQ(*renewed, clock.AsFunction()() + seconds(10));
+  clock.Advance(seconds(8));  // 16 s after the lease: past its first expiry
+  EXPECT_TRUE(MustLease(queue, 1, 5).id.empty()) << "the renewed lease still holds its groups";
+  ASSERT_TRUE(queue.Ack(lease.id).ok());
+  EXPECT_EQ(queue.Stats().consumed, 2);
+  EXPECT_EQ(queue.Renew(lease.id).status().code(), Code::kFailedPrecondition) << "acknowledged";
+  EXPECT_EQ(queue.Renew("0123456789abcdef0123456789abcdef").status().code(), Code::kNotFound);
+
+  AddGroups(queue, {3});
+  BatchLease late = MustLease(queue, 1, 1);
+  clock.Advance(seconds(11));
+  Status expired = queue.Renew(late.id).status();
+  EXPECT_EQ(expired.code(), Code::kFailedPrecondition);
+  EXPECT_NE(expired.message().find(" expired at "), std::string::npos) << expired.ToString();
+}
+
+// A released lease's groups are handed out again at once, in their place;
+// its ack then fails, and releasing again changes nothing.
+TEST(BatchQueueTest, AReleasedLeaseGivesItsGroupsBackAtOnce) {
+  FakeClock clock;
+  BatchQueue queue(WithClock(clock, seconds(10)));
+  AddGroups(queue, {1, 2});
+  BatchLease first = MustLease(queue, 1, 1);
+  AddGroups(queue, {3});
+  ASSERT_TRUE(queue.Release(first.id).ok());
+  BatchLease second = MustLease(queue, 3, 3);
+  EXPECT_EQ(GroupIds(second.groups), (Ids{1, 2, 3})) << "group 1 back ahead of the newer ones";
+  EXPECT_TRUE(queue.Release(first.id).ok()) << "a retried release";
+  Status ack = queue.Ack(first.id);
+  EXPECT_EQ(ack.code(), Code::kFailedPrecondition);
+  EXPECT_NE(ack.message().find("lease " + first.id + " was released at "), std::string::npos) << ack.ToString();
+  ASSERT_TRUE(queue.Ack(second.id).ok());
+  EXPECT_EQ(queue.Release(second.id).code(), Code::kFailedPrecondition) << "acknowledged groups stay consumed";
+  EXPECT_EQ(queue.Stats().consumed, 3);
+  EXPECT_EQ(queue.Stats().queued, 0);
+}
+
 TEST(BatchQueueTest, UnknownLeaseIsNotFound) {
   BatchQueue queue;
   Status status = queue.Ack("0123456789abcdef0123456789abcdef");

@@ -35,6 +35,7 @@ TEST(JobConfigTest, DefaultsFillOptionalSections) {
   EXPECT_EQ(config->store_path, "runs/tiny.db");
   EXPECT_EQ(config->rollout.scaffold, "bash_block");
   EXPECT_EQ(config->scheduler.group_size, JobConfig{}.scheduler.group_size);
+  EXPECT_EQ(config->scheduler.stall_timeout, std::chrono::minutes(10)) << "a job that makes no progress fails after 10 min";
 }
 
 // sandbox.disk: the writable root's bytes on disk, independent of memory.

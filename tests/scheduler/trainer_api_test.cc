@@ -251,6 +251,27 @@ TEST_F(TrainerApiTest, ExactlyOnceAcrossAnExpiredLease) {
   EXPECT_EQ(queue_->Stats().consumed, 2);
 }
 
+// Renew and release over HTTP: a renewed lease survives its first expiry,
+// a released one's groups go to the next poll at once.
+TEST_F(TrainerApiTest, LeasesAreRenewedAndReleasedOverHttp) {
+  for (int64_t id : {1, 2}) ASSERT_TRUE(queue_->Add(MakeGroup(id)).ok());
+  BatchLease lease = LeaseOverHttp();
+  clock_.Advance(seconds(8));
+  HttpResponse renew = Post("/v1/batches/" + lease.id + "/renew", "");
+  ASSERT_EQ(renew.status, 200) << renew.body;
+  EXPECT_EQ(ParseJson(renew.body).value()["lease"], lease.id);
+  EXPECT_GT(ParseJson(renew.body).value()["expires_at_ms"].get<int64_t>(),
+            std::chrono::duration_cast<std::chrono::milliseconds>(lease.expires_at.time_since_epoch()).count());
+  clock_.Advance(seconds(8));
+  EXPECT_EQ(Get("/v1/batches?timeout=0").status, 204) << "still leased";
+  HttpResponse release = Post("/v1/batches/" + lease.id + "/release", "");
+  ASSERT_EQ(release.status, 200) << release.body;
+  EXPECT_EQ(GroupIds(LeaseOverHttp().groups), (Ids{1, 2}));
+  EXPECT_EQ(Post("/v1/batches/" + lease.id + "/ack", "").status, 409);
+  EXPECT_EQ(Post("/v1/batches/" + lease.id + "/renew", "").status, 409);
+  EXPECT_EQ(Post("/v1/batches/0123456789abcdef0123456789abcdef/release", "").status, 404);
+}
+
 // A group that waited on a straggler: its first sample was sampled by
 // version 0 and finished when version 0 was current (mask 1 then), the
 // straggler by version 3. Trained by version 3 with max_staleness 1, the

@@ -291,6 +291,163 @@ TEST_F(TrainingJobTest, TokensTooStaleForTheLeasingTrainersVersionAreMasked) {
   EXPECT_EQ(versions->ColumnText(0), "1,2,3") << "each published version is recorded";
 }
 
+// A test double of a trainer. First run: leases two groups holding version
+// 0, acks them, publishes version 1 (a copy of the model: the checkpoint of
+// that step) and exits, which ends the job. Resumed: leases whatever the job
+// serves for a while, writing each group id, and exits.
+constexpr char kResumingTrainer[] = R"PY(
+import json, os, shutil, sys, time, urllib.error, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+here = os.path.dirname(root)
+def call(path, body=None):
+    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r) if r.status == 200 else None
+first = not os.path.exists(os.path.join(here, "first.txt"))
+if first:
+    batch = call("/v1/batches?min_groups=2&max_groups=2&timeout=60&trainer_version=0")
+    call("/v1/batches/%s/ack" % batch["lease"], {})
+    os.makedirs(os.path.join(root, "v000001"))
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
+    call("/v1/weights", {"path": "v000001", "version": 1})
+    with open(os.path.join(here, "first.txt"), "w") as out:
+        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+    sys.exit(0)
+with open(os.path.join(here, "second.txt"), "w") as out:
+    while True:
+        try:
+            batch = call("/v1/batches?min_groups=1&timeout=20&trainer_version=1")
+        except urllib.error.HTTPError:
+            break  # 409: the queue closed
+        if batch is None:
+            break  # nothing for 20 s
+        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+        out.flush()
+        call("/v1/batches/%s/ack" % batch["lease"], {})
+)PY";
+
+// The groups a published checkpoint holds (acked at version 0, then version
+// 1 published) are recorded trained, and a resumed job does not serve them
+// again; the old job queued every finished group again on --resume.
+TEST_F(TrainingJobTest, AResumedJobDoesNotServeAgainTheGroupsAPublishedCheckpointHolds) {
+  std::ofstream(dir_ + "/resuming.py") << kResumingTrainer;
+  const JobConfig config =
+      Load(WriteConfig("resuming", "  command: [/usr/bin/python3, " + dir_ + "/resuming.py]\n  restarts: 0\n"));
+  auto first = RunRlJob(config, {});
+  ASSERT_TRUE(first.ok()) << first.status().ToString() << ReadAll(dir_ + "/resuming-trainer.log");
+  std::set<int64_t> trained;
+  {
+    std::istringstream ids(ReadAll(dir_ + "/first.txt"));
+    for (int64_t id = 0; ids >> id;) trained.insert(id);
+  }
+  ASSERT_EQ(trained.size(), 2u) << ReadAll(dir_ + "/resuming-trainer.log");
+  {
+    auto db = store::OpenStore(dir_ + "/store.db");
+    ASSERT_TRUE(db.ok());
+    auto stmt = (*db)->Prepare("SELECT count(DISTINCT group_id) FROM samples WHERE trained_at_version = 0");
+    ASSERT_TRUE(stmt.ok());
+    ASSERT_TRUE(*stmt->Step());
+    EXPECT_EQ(stmt->ColumnInt64(0), 2) << "both leased groups are recorded trained at version 0";
+  }
+  RlJobOptions options;
+  options.resume = "resuming";
+  auto resumed = RunRlJob(config, options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString() << ReadAll(dir_ + "/resuming-trainer.log");
+  std::istringstream served(ReadAll(dir_ + "/second.txt"));
+  int n = 0;
+  for (int64_t id = 0; served >> id; ++n) EXPECT_EQ(trained.count(id), 0u) << "group " << id << " served again";
+  EXPECT_GT(n, 0) << "the resumed job served the groups not trained yet";
+}
+
+// A test double of a trainer that trains nothing: it polls until the queue
+// closes (409), then exits 0.
+constexpr char kDrainingTrainer[] = R"PY(
+import json, sys, urllib.error, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+token = open(args["--token-file"]).read().strip()
+while True:
+    req = urllib.request.Request(args["--api"] + "/v1/batches?min_groups=1&timeout=1",
+                                 headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            if r.status == 200:
+                lease = json.load(r)["lease"]
+                ack = urllib.request.Request(args["--api"] + "/v1/batches/%s/ack" % lease, data=b"{}",
+                                             headers={"Authorization": "Bearer " + token})
+                urllib.request.urlopen(ack, timeout=60).read()
+    except urllib.error.HTTPError as e:
+        if e.code == 409:
+            sys.exit(0)
+        raise
+)PY";
+
+// `extra` goes into the config's scheduler map; `rewards` is a line of its own.
+std::string WithScheduler(const std::string& path, const std::string& extra, const std::string& rewards) {
+  std::string text = ReadAll(path);
+  const std::string key = "batch_groups: 1}";
+  text.replace(text.find(key), key.size(), "batch_groups: 1, " + extra + "}");
+  std::ofstream(path) << text << rewards;
+  return path;
+}
+
+// With rewards.failed: exclude a group whose samples all failed is never
+// queued, so never consumed: the staleness gate counted it open for good
+// once (max_staleness 1 + 1) x batch_groups 1 = 2 such groups finished, and
+// the job stalled at 2 of 4 groups. It counts them as unqueued instead.
+TEST_F(TrainingJobTest, GroupsWithNothingToTrainOnDoNotCloseTheStalenessGate) {
+  std::ofstream(dir_ + "/drain.py") << kDrainingTrainer;
+  const JobConfig config = Load(WithScheduler(
+      WriteConfig("unqueued", "  command: [/usr/bin/python3, " + dir_ + "/drain.py]\n  restarts: 0\n"),
+      "sample_timeout: 1ms", "rewards: {failed: exclude}\n"));
+  RlJobOptions options;
+  std::vector<std::string> lines;
+  options.status_interval = std::chrono::milliseconds(10);
+  options.on_status = [&](const std::string& line) { lines.push_back(line); };
+  auto summary = RunRlJob(config, options);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/unqueued-trainer.log");
+  EXPECT_EQ(summary->groups_done, 4);
+  EXPECT_EQ(summary->groups_unqueued, 4);
+  EXPECT_EQ(summary->ToJson()["groups_unqueued"], 4);
+  // A training job ends at its trainer's last step (training.steps 4), not
+  // after its planned groups: the status line says both, not "groups 2/4".
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find(" (4 planned)  reward"), std::string::npos) << lines.back();
+  EXPECT_NE(lines.back().find("  step 0/4"), std::string::npos) << lines.back();
+}
+
+// A trainer that never consumes (a test double that sleeps) closes the
+// staleness gate: with nothing moving for scheduler.stall_timeout the job
+// fails, naming the gate's arithmetic, instead of waiting silently forever.
+TEST_F(TrainingJobTest, AJobThatMakesNoProgressForTheStallTimeoutFailsWithTheReason) {
+  const JobConfig config = Load(WithScheduler(
+      WriteConfig("stalled", "  command: [/bin/sh, -c, 'exec sleep 60', trainer]\n  restarts: 0\n"),
+      "stall_timeout: 1500ms", ""));
+  const auto start = std::chrono::steady_clock::now();
+  auto summary = RunRlJob(config, {});
+  ASSERT_FALSE(summary.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40)) << "the sleeping trainer was stopped";
+  const std::string message = summary.status().message();
+  EXPECT_EQ(summary.status().code(), Code::kDeadlineExceeded) << message;
+  EXPECT_NE(message.find("stalled: no sample finished, no token generated, no group consumed and no weights"
+                         " published for 1500 ms (scheduler.stall_timeout)"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("2/4 groups finished, 2 opened"), std::string::npos) << message;
+  EXPECT_NE(message.find("opened + 1 <= consumed 0 + unqueued 0 + (max_staleness 1 + 1) x batch_groups 1 = 2 (closed"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("trainer queue: 2 queued, 0 leased"), std::string::npos) << message;
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  auto stmt = (*db)->Prepare("SELECT status FROM jobs");
+  ASSERT_TRUE(stmt.ok());
+  ASSERT_TRUE(*stmt->Step());
+  EXPECT_EQ(stmt->ColumnText(0), "failed");
+}
+
 // A test double of a trainer: publishes weights the job must refuse, writes
 // each answer's status and message to answers.txt, and exits 0.
 constexpr char kRefusedWeightsTrainer[] = R"PY(
