@@ -75,11 +75,6 @@ Result<std::string> SandboxDirectory::Resolve(const std::string& client, const s
   return it->second.internal_id;
 }
 
-void SandboxDirectory::Forget(const std::string& public_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  EraseLocked(public_id);
-}
-
 std::vector<std::pair<std::string, std::string>> SandboxDirectory::List(const std::string& client,
                                                                        bool every_owner) {
   std::lock_guard<std::mutex> lock(mu_);

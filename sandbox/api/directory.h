@@ -10,8 +10,9 @@
 // equal key is another key), and a key reused with a different spec is
 // kAlreadyExists (409) rather than the first sandbox.
 //
-// Entries of sandboxes that ended on their own (TTL, crash) are dropped as
-// Resolve or a create meets them.
+// Entries of sandboxes the Manager no longer lists (destroyed, ended at
+// their TTL, crashed) are dropped every 64 creates and on each List; until
+// then their events stay readable and the Manager answers 404 for the rest.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once
@@ -43,9 +44,6 @@ class SandboxDirectory {
   // with `any_owner` (an admin's delete); kNotFound naming the public id
   // otherwise.
   Result<std::string> Resolve(const std::string& client, const std::string& public_id, bool any_owner = false);
-
-  // Drops the entry of a destroyed sandbox.
-  void Forget(const std::string& public_id);
 
   // (public id, owner) of `client`'s live sandboxes, or of every one.
   std::vector<std::pair<std::string, std::string>> List(const std::string& client, bool every_owner);

@@ -272,8 +272,9 @@ void SandboxServer::AddRoutes() {
                                                          "/v1/sandboxes/:id needs");
                        }
                        FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request, admin));
+                       // The entry stays while the Manager keeps the
+                       // sandbox's events (readable after the destroy).
                        FR_RETURN_IF_ERROR(sandbox.Public(m->Destroy(sandbox.internal)));
-                       directory->Forget(sandbox.id);
                        metrics->RecordDestroy();
                        return Json{{"id", sandbox.id}, {"destroyed", true}};
                      }());

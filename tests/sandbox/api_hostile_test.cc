@@ -22,6 +22,7 @@
 #include <regex>
 
 #include "common/http.h"
+#include "sandbox/api/policy.h"
 #include "sandbox/api/server.h"
 
 namespace flashroll::sandbox::api {
@@ -248,6 +249,36 @@ TEST_F(NodeApiHostileTest, IdempotencyKeysArePerClientAndAReuseWithAnotherSpecIs
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->status, 409) << other->body;
   EXPECT_NE(other->body.find("was used for a different spec"), std::string::npos) << other->body;
+}
+
+// One create asking for thousands of egress rules would fill the network
+// policy map every sandbox of the node shares; 0.0.0.0/0 would reach the
+// node's own services. Both are refused before anything is created.
+TEST_F(NodeApiHostileTest, EgressRulesAreBoundedAndNeverReachTheNode) {
+  Start();
+  Json many = Json::array();
+  for (int i = 0; i < 1000; ++i) many.push_back("203.0.113." + std::to_string(i % 250) + ":" + std::to_string(1 + i));
+  Result<Json> flood = client_->PostJson("/v1/sandboxes", Json{{"net", "policy"}, {"allow", many}});
+  EXPECT_EQ(flood.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(flood.status().message().find("body.allow: 1000 rules, above this node's maximum of 64"),
+            std::string::npos)
+      << flood.status().ToString();
+  Result<Json> everywhere = client_->PostJson("/v1/sandboxes", Json{{"net", "policy"}, {"allow", {"0.0.0.0/0:*"}}});
+  EXPECT_EQ(everywhere.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(everywhere.status().message().find("body.allow[0]: 0.0.0.0/0:* reaches"), std::string::npos)
+      << everywhere.status().ToString();
+  Result<Json> metadata =
+      client_->PostJson("/v1/sandboxes", Json{{"net", "policy"}, {"allow", {"169.254.0.0/16:80"}}});
+  EXPECT_EQ(metadata.status().code(), Code::kPermissionDenied) << metadata.status().ToString();
+  EXPECT_TRUE(manager_->List().empty());
+  // A rule to somewhere else is admitted.
+  SpecRequest request;
+  request.spec.net = NetMode::kPolicy;
+  Result<AllowRule> rule = ParseAllowRule("203.0.113.7:443");
+  ASSERT_TRUE(rule.ok());
+  request.spec.allow.push_back(*rule);
+  Result<SandboxSpec> admitted = AdmitSpec(NodePolicy(), request, "body");
+  EXPECT_TRUE(admitted.ok()) << admitted.status().ToString();
 }
 
 }  // namespace

@@ -71,6 +71,13 @@ class SandboxServiceTest : public ::testing::TestWithParam<std::string> {
     if (server_) server_->Stop();
   }
 
+  // The Manager's id behind a service id (the same for the local service).
+  std::string ManagerId(const std::string& id) {
+    if (!server_) return id;
+    Result<std::string> internal = server_->ManagerId(id);
+    return internal.ok() ? *internal : id;
+  }
+
   std::string CreateOrDie(const SandboxSpec& spec = SandboxSpec(), const std::string& key = "") {
     auto id = service_->Create(spec, key);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
@@ -175,9 +182,9 @@ TEST_P(SandboxServiceTest, FreezeBlocksExecUntilThaw) {
 
 TEST_P(SandboxServiceTest, DestroyRemovesEverything) {
   const std::string id = CreateOrDie();
-  EXPECT_FALSE(CgroupDirsWithPrefix(id).empty());
+  EXPECT_FALSE(CgroupDirsWithPrefix(ManagerId(id)).empty());
   ASSERT_TRUE(service_->Destroy(id).ok());
-  EXPECT_TRUE(CgroupDirsWithPrefix(id).empty());
+  EXPECT_TRUE(CgroupDirsWithPrefix(ManagerId(id)).empty());
   EXPECT_EQ(service_->Destroy(id).code(), Code::kNotFound);
   EXPECT_EQ(service_->Exec(id, Call({"/bin/true"})).status().code(), Code::kNotFound);
 }
@@ -203,7 +210,7 @@ TEST_P(SandboxServiceTest, LimitsOfTheSpecApply) {
   const std::string id = CreateOrDie(spec);
   // The host's view of the sandbox's pids cgroup carries the limit.
   std::string limit;
-  for (const auto& dir : CgroupDirsWithPrefix(id)) {
+  for (const auto& dir : CgroupDirsWithPrefix(ManagerId(id))) {
     if (::access((dir + "/pids.max").c_str(), R_OK) == 0) limit = ReadHostFile(dir + "/pids.max");
   }
   EXPECT_EQ(limit, "16\n");
