@@ -109,14 +109,13 @@ TEST_F(NodeApiHostileTest, FloodKeepsAnsweringAnAuthenticatedClient) {
   ASSERT_FALSE(id.empty());
   std::atomic<bool> done{false};
   std::vector<std::thread> attackers;
+  std::vector<int> sockets;
+  for (int i = 0; i < 200; ++i) sockets.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
   attackers.emplace_back([&] {
-    std::vector<int> sockets;
     while (!done.load()) {
-      if (sockets.size() < 200) sockets.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
       for (int fd : sockets) (void)::send(fd, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       std::this_thread::sleep_for(milliseconds(20));
     }
-    for (int fd : sockets) ::close(fd);
   });
   for (int i = 0; i < 3; ++i) {
     attackers.emplace_back([&] {
@@ -133,19 +132,23 @@ TEST_F(NodeApiHostileTest, FloodKeepsAnsweringAnAuthenticatedClient) {
   std::vector<double> took;
   const Json exec = {{"cmd", {"/bin/true"}}};
   for (int i = 0; i < 50; ++i) {
+    // A new connection each time: one kept from before the attack would
+    // not need a worker the attacker holds.
+    HttpClient fresh = As(kToken);
     const auto start = Clock::now();
-    Result<Json> result = client_->PostJson("/v1/sandboxes/" + id + "/exec", exec);
+    Result<Json> result = fresh.PostJson("/v1/sandboxes/" + id + "/exec", exec);
     took.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
   }
   HttpClientOptions anonymous;
   anonymous.base_url = server_->base_url();
   Result<Json> health = HttpClient::Create(anonymous).value().GetJson("/health");
   done = true;
   for (std::thread& t : attackers) t.join();
-  ASSERT_TRUE(health.ok()) << health.status().ToString();
+  for (int fd : sockets) ::close(fd);
   std::sort(took.begin(), took.end());
   std::printf("node flood: authenticated exec p50 %.2f ms, max %.2f ms\n", took[took.size() / 2], took.back());
+  ASSERT_TRUE(health.ok()) << health.status().ToString();
   EXPECT_LT(took.back(), 1000.0);
 }
 
