@@ -112,6 +112,60 @@ ALTER TABLE samples ADD COLUMN reward_parts_json TEXT
   CHECK (reward_parts_json IS NULL OR json_valid(reward_parts_json));
 )sql";
 
+// Version 3: named slots and what was trained. `slot` (0..G-1 within the
+// group) is stored at dispatch, so a resumed group re-runs exactly its
+// missing slots; at most one finished attempt per slot (the unique index). A
+// retried attempt is kept as 'superseded' (status gains that value, hence the
+// rebuild: SQLite cannot alter a CHECK). `trained_at_version` is the weight
+// version whose weights computed the loss that consumed the sample. Finished
+// samples of an older store get slots 0, 1, ... in id order.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE samples_v3 (
+  id                   INTEGER PRIMARY KEY,
+  job_id               INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  task_id              INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+  group_id             INTEGER NOT NULL,
+  slot                 INTEGER CHECK (slot IS NULL OR slot >= 0),
+  effort               INTEGER NOT NULL CHECK (effort BETWEEN 1 AND 100),
+  scaffold             TEXT NOT NULL,
+  status               TEXT NOT NULL
+                       CHECK (status IN ('queued', 'running', 'completed', 'failed', 'aborted', 'superseded')),
+  first_policy_version INTEGER,
+  last_policy_version  INTEGER,
+  reward               REAL,
+  advantage            REAL,
+  reasoning_tokens     INTEGER,
+  total_tokens         INTEGER,
+  error                TEXT,
+  queued_at_ms         INTEGER NOT NULL,
+  started_at_ms        INTEGER,
+  finished_at_ms       INTEGER,
+  generate_ms          INTEGER,
+  tool_ms              INTEGER,
+  verify_ms            INTEGER,
+  reward_parts_json    TEXT CHECK (reward_parts_json IS NULL OR json_valid(reward_parts_json)),
+  trained_at_version   INTEGER CHECK (trained_at_version IS NULL OR trained_at_version >= 0)
+);
+INSERT INTO samples_v3 (id, job_id, task_id, group_id, slot, effort, scaffold, status, first_policy_version,
+                        last_policy_version, reward, advantage, reasoning_tokens, total_tokens, error, queued_at_ms,
+                        started_at_ms, finished_at_ms, generate_ms, tool_ms, verify_ms, reward_parts_json)
+  SELECT s.id, s.job_id, s.task_id, s.group_id,
+         CASE WHEN s.status IN ('completed', 'failed') THEN
+           (SELECT count(*) FROM samples o WHERE o.job_id = s.job_id AND o.group_id = s.group_id
+              AND o.status IN ('completed', 'failed') AND o.id < s.id) END,
+         s.effort, s.scaffold, s.status, s.first_policy_version, s.last_policy_version, s.reward, s.advantage,
+         s.reasoning_tokens, s.total_tokens, s.error, s.queued_at_ms, s.started_at_ms, s.finished_at_ms,
+         s.generate_ms, s.tool_ms, s.verify_ms, s.reward_parts_json
+  FROM samples s;
+DROP TABLE samples;
+ALTER TABLE samples_v3 RENAME TO samples;
+CREATE INDEX samples_job_status ON samples (job_id, status);
+CREATE INDEX samples_job_group ON samples (job_id, group_id);
+CREATE INDEX samples_task ON samples (task_id);
+CREATE UNIQUE INDEX samples_finished_slot ON samples (job_id, group_id, slot)
+  WHERE status IN ('completed', 'failed');
+)sql";
+
 // int32 little-endian, whatever the host order, so a store file moves
 // between machines.
 std::vector<uint8_t> EncodeInt32s(std::span<const int32_t> values) {
@@ -163,7 +217,7 @@ Result<TurnRole> ParseTurnRole(std::string_view name) {
 
 bool IsFinal(SampleStatus status) {
   return status == SampleStatus::kCompleted || status == SampleStatus::kFailed ||
-         status == SampleStatus::kAborted;
+         status == SampleStatus::kAborted || status == SampleStatus::kSuperseded;
 }
 
 // The stored status of a sample; kNotFound when there is no such sample.
@@ -216,7 +270,7 @@ Status InsertTurn(Statement& stmt, const Turn& turn) {
 }  // namespace
 
 const std::vector<sqlite::Migration>& Migrations() {
-  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}, {2, kSchemaV2}};
+  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
   return migrations;
 }
 
@@ -248,6 +302,7 @@ const char* SampleStatusName(SampleStatus status) {
     case SampleStatus::kCompleted: return "completed";
     case SampleStatus::kFailed: return "failed";
     case SampleStatus::kAborted: return "aborted";
+    case SampleStatus::kSuperseded: return "superseded";
   }
   return "unknown";
 }
@@ -323,14 +378,15 @@ Result<int64_t> InsertSample(Database& db, const NewSample& sample) {
   }
   // The job comes from the task, so a sample can never name another job.
   FR_ASSIGN_OR_RETURN(Statement stmt,
-                      db.Prepare("INSERT INTO samples (job_id, task_id, group_id, effort, scaffold, status,"
-                                 " queued_at_ms) SELECT job_id, id, ?2, ?3, ?4, 'queued', ?5 FROM tasks"
+                      db.Prepare("INSERT INTO samples (job_id, task_id, group_id, slot, effort, scaffold, status,"
+                                 " queued_at_ms) SELECT job_id, id, ?2, ?6, ?3, ?4, 'queued', ?5 FROM tasks"
                                  " WHERE id = ?1"));
   Status status = stmt.Bind(1, sample.task_id);
   if (status.ok()) status = stmt.Bind(2, sample.group_id);
   if (status.ok()) status = stmt.Bind(3, sample.effort);
   if (status.ok()) status = stmt.Bind(4, sample.scaffold);
   if (status.ok()) status = stmt.Bind(5, NowMs());
+  if (status.ok()) status = stmt.Bind(6, sample.slot);
   if (status.ok()) status = stmt.Run();
   if (!status.ok()) return status.Wrap(what);
   if (db.Changes() == 0) return Status::NotFound(what + ": no such task");
@@ -449,6 +505,52 @@ Status RecordAdvantages(Database& db, std::span<const SampleAdvantage> advantage
     if (db.Changes() == 0) return Status::FailedPrecondition(what + ": no completed sample with that id");
   }
   return txn->Commit().Wrap("record advantages");
+}
+
+Status SupersedeUnfinished(Database& db, int64_t job_id) {
+  const std::string what = "supersede the unfinished samples of job " + std::to_string(job_id);
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("UPDATE samples SET status = 'superseded', finished_at_ms = coalesce(finished_at_ms, ?2),"
+                                 " error = coalesce(error, 'interrupted: the job stopped before the sample finished')"
+                                 " WHERE job_id = ?1 AND status IN ('queued', 'running', 'aborted')"));
+  Status status = stmt.Bind(1, job_id);
+  if (status.ok()) status = stmt.Bind(2, NowMs());
+  if (status.ok()) status = stmt.Run();
+  return status.Wrap(what);
+}
+
+Status RecordTrained(Database& db, std::span<const TrainedSample> samples, int64_t version) {
+  const std::string what = "record samples trained at version " + std::to_string(version);
+  Result<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return txn.status().Wrap(what);
+  FR_ASSIGN_OR_RETURN(Statement sample_stmt,
+                      db.Prepare("UPDATE samples SET trained_at_version = ?2 WHERE id = ?1"
+                                 " AND trained_at_version IS NULL AND status IN ('completed', 'failed')"));
+  FR_ASSIGN_OR_RETURN(Statement turn_stmt,
+                      db.Prepare("UPDATE turns SET loss_mask = ?3 WHERE sample_id = ?1 AND turn_index = ?2"
+                                 " AND length(token_ids) = 4 * length(?3)"));
+  for (const TrainedSample& sample : samples) {
+    const std::string where = what + ": sample " + std::to_string(sample.sample_id);
+    sample_stmt.Reset();
+    Status status = sample_stmt.Bind(1, sample.sample_id);
+    if (status.ok()) status = sample_stmt.Bind(2, version);
+    if (status.ok()) status = sample_stmt.Run();
+    if (!status.ok()) return status.Wrap(where);
+    if (db.Changes() == 0) continue;  // recorded before (a retried ack), or not a finished sample
+    for (const auto& [turn_index, mask] : sample.loss_masks) {
+      turn_stmt.Reset();
+      status = turn_stmt.Bind(1, sample.sample_id);
+      if (status.ok()) status = turn_stmt.Bind(2, turn_index);
+      if (status.ok()) status = turn_stmt.Bind(3, std::span<const uint8_t>(mask));
+      if (status.ok()) status = turn_stmt.Run();
+      if (!status.ok()) return status.Wrap(where);
+      if (db.Changes() == 0) {
+        return Status::InvalidArgument(where + ": no turn " + std::to_string(turn_index) + " of " +
+                                       std::to_string(mask.size()) + " tokens");
+      }
+    }
+  }
+  return txn->Commit().Wrap(what);
 }
 
 Status RecordWeightVersion(Database& db, int64_t job_id, int64_t version, std::string_view path) {

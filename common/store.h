@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/sqlite.h"
@@ -27,7 +28,7 @@
 namespace flashroll::store {
 
 // The schema version this build writes; Migrations().size().
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 // The store's numbered migrations, oldest first.
 const std::vector<sqlite::Migration>& Migrations();
@@ -43,7 +44,10 @@ Result<std::unique_ptr<sqlite::Database>> OpenStore(const std::string& path,
 int64_t NowMs();
 
 enum class JobStatus { kRunning, kPaused, kCompleted, kFailed };
-enum class SampleStatus { kQueued, kRunning, kCompleted, kFailed, kAborted };
+// kAborted: stopped before it finished (its slot runs again on --resume);
+// kSuperseded: an attempt another attempt of its slot replaced (a warm-up
+// drop, or an aborted or interrupted attempt once the job resumed).
+enum class SampleStatus { kQueued, kRunning, kCompleted, kFailed, kAborted, kSuperseded };
 enum class TurnRole { kSystem, kUser, kAssistant, kTool };
 enum class SandboxEventKind { kCreated, kDestroyed, kOom, kPid1Exit, kRootfsDamage };
 
@@ -78,6 +82,7 @@ struct NewSample {
   int64_t group_id = 0;  // samples of one group share (task, effort) and are normalised together
   int effort = 100;      // reasoning effort b, 1..100
   std::string scaffold;
+  std::optional<int> slot;  // 0..G-1 within the group: at most one finished attempt per slot
 };
 
 // Adds a sample in status "queued". Returns its id; kNotFound for an
@@ -153,6 +158,24 @@ struct SampleAdvantage {
 // kFailedPrecondition naming the first sample that is not completed
 // (nothing written).
 Status RecordAdvantages(sqlite::Database& db, std::span<const SampleAdvantage> advantages);
+
+// Marks every queued, running or aborted sample of a job superseded: a
+// resumed job runs their slots again. Returns OK or the write's error.
+Status SupersedeUnfinished(sqlite::Database& db, int64_t job_id);
+
+// A sample the trainer consumed, with the loss mask it trained with per
+// assistant turn (turn index -> one byte per token).
+struct TrainedSample {
+  int64_t sample_id = 0;
+  std::vector<std::pair<int, std::vector<uint8_t>>> loss_masks;
+};
+
+// Records, in one transaction, that `samples` were trained by the weights of
+// `version` (the update that consumed them is durable): trained_at_version
+// and the turns' loss_mask, written once — a sample already recorded, or not
+// completed or failed, is left as it is. kInvalidArgument naming a turn that
+// does not exist or whose mask has another length (nothing written).
+Status RecordTrained(sqlite::Database& db, std::span<const TrainedSample> samples, int64_t version);
 
 // Records that the trainer published weights `version` for a job at `path`.
 // Returns OK; kAlreadyExists when the job already has that version;

@@ -18,7 +18,9 @@
 
 #include "common/flags.h"
 #include "common/json.h"
+#include "engine/device/device.h"
 #include "engine/serving/decode_benchmark.h"
+#include "engine/serving/device_logits.h"
 #include "engine/serving/generate.h"
 #include "engine/serving/preempt_benchmark.h"
 #include "engine/models/model.h"
@@ -80,31 +82,56 @@ void WriteOut(const std::string& text) {
   std::fflush(stdout);
 }
 
+// The --device flag every engine command takes.
+constexpr const char* kDeviceHelp = "where the model runs: cpu (default), cuda or cuda:N (GPU N)";
+
+// Parses --device and checks, before any weights load, that it can hold the
+// model at `model_path` (these commands' KV pools are small).
+Result<engine::DeviceSpec> CheckDeviceFlag(const std::string& text, const std::string& model_path) {
+  Result<engine::DeviceSpec> device = engine::ParseDevice(text);
+  if (!device.ok()) return device.status().Wrap("--device");
+  Status st = engine::CheckDevice(*device, engine::ModelFileBytes(model_path));
+  if (!st.ok()) return st.Wrap("--device");
+  return device;
+}
+
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   if (path.empty()) return Status::InvalidArgument("--model: a model directory or GGUF file is required");
   return Model::Load(path);
 }
 
 int RunLogits(const std::vector<std::string>& args) {
-  std::string model_path, tokens_text;
+  std::string model_path, tokens_text, device_text = "cpu";
   bool routing = false;
-  FlagParser flags("flashroll logits --model PATH --tokens \"ID ID ...\" [--routing]",
+  FlagParser flags("flashroll logits --model PATH --tokens \"ID ID ...\" [--routing] [--device cpu|cuda[:N]]",
                    "Runs the model over the tokens and prints {\"logits\": [[...], ...]}: one row of "
                    "full-vocabulary float32 logits per position. --routing adds the experts chosen per "
                    "[layer][position][k] on mixture-of-experts models.");
   flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
   flags.String("--tokens", &tokens_text, "input token ids, separated by spaces");
   flags.Bool("--routing", &routing, "also print the routed expert ids (MoE models)");
+  flags.String("--device", &device_text, kDeviceHelp);
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   Result<std::vector<int32_t>> tokens = ParseTokens(tokens_text);
   if (!tokens.ok()) return ReportFailure(tokens.status());
+  Result<engine::DeviceSpec> device = CheckDeviceFlag(device_text, model_path);
+  if (!device.ok()) return ReportFailure(device.status());
+  if (device->is_cuda() && routing) {
+    return ReportFailure(Status::InvalidArgument("--routing: runs on --device cpu only (the CUDA backend runs dense models)"));
+  }
   Result<std::unique_ptr<Model>> model = LoadModel(model_path);
   if (!model.ok()) return ReportFailure(model.status());
-  engine::KvCache cache = (*model)->NewCache();
   std::vector<float> logits;
   engine::Routing routes;
-  Status st = (*model)->Forward(*tokens, &cache, true, &logits, routing ? &routes : nullptr);
-  if (!st.ok()) return ReportFailure(st.Wrap("--tokens"));
+  if (device->is_cuda()) {
+    Result<std::vector<float>> rows = engine::DeviceLogits(**model, *device, *tokens);
+    if (!rows.ok()) return ReportFailure(rows.status().Wrap("--tokens"));
+    logits = std::move(*rows);
+  } else {
+    engine::KvCache cache = (*model)->NewCache();
+    Status st = (*model)->Forward(*tokens, &cache, true, &logits, routing ? &routes : nullptr);
+    if (!st.ok()) return ReportFailure(st.Wrap("--tokens"));
+  }
 
   const size_t vocab = static_cast<size_t>((*model)->config().vocab_size);
   std::string out;
@@ -139,13 +166,13 @@ int RunLogits(const std::vector<std::string>& args) {
 }
 
 int RunGenerate(const std::vector<std::string>& args) {
-  std::string model_path, tokens_text, prompt;
+  std::string model_path, tokens_text, prompt, device_text = "cpu";
   int64_t max_tokens = 64, seed = 0;
   double temperature = 0.0;
   bool json = false;
   FlagParser flags(
       "flashroll generate --model PATH (--tokens \"ID ...\" | --prompt TEXT) [--max-tokens N] "
-      "[--temperature T] [--seed S] [--json]",
+      "[--temperature T] [--seed S] [--json] [--device cpu|cuda[:N]]",
       "Generates a continuation. With --tokens and --json prints {\"tokens\": [...]} (the "
       "continuation only); with --prompt prints the generated text. Temperature 0 is greedy. "
       "Generation stops after --max-tokens or at an end-of-sequence token the model names.");
@@ -156,6 +183,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   flags.Double("--temperature", &temperature, "sampling temperature; 0 is greedy (default)");
   flags.Int("--seed", &seed, "random seed for sampling (default 0)");
   flags.Bool("--json", &json, "print JSON instead of text");
+  flags.String("--device", &device_text, kDeviceHelp);
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (tokens_text.empty() == prompt.empty()) {
     return ReportFailure(Status::InvalidArgument("generate: give exactly one of --tokens and --prompt"));
@@ -169,9 +197,12 @@ int RunGenerate(const std::vector<std::string>& args) {
     if (!tokens.ok()) return ReportFailure(tokens.status());
     input = *tokens;
   }
+  Result<engine::DeviceSpec> device = CheckDeviceFlag(device_text, model_path);
+  if (!device.ok()) return ReportFailure(device.status());
   Result<std::unique_ptr<Model>> model = LoadModel(model_path);
   if (!model.ok()) return ReportFailure(model.status());
   engine::GenerateOptions options;
+  options.device = *device;
   options.max_tokens = max_tokens;
   options.temperature = temperature;
   options.seed = static_cast<uint64_t>(seed);
@@ -254,10 +285,11 @@ int RunModelInfo(const std::vector<std::string>& args) {
 }
 
 int RunBenchDecode(const std::vector<std::string>& args) {
-  std::string model_path, kv_dtype = "bf16";
+  std::string model_path, kv_dtype = "bf16", device_text = "cpu";
   int64_t threads = 0, batch = 1, context = 64, gen = 64, prefill = 512, repeats = 3;
   bool json = false;
-  FlagParser flags("flashroll bench decode --model PATH [--threads N] [--batch B] [--context C] [--json]",
+  FlagParser flags("flashroll bench decode --model PATH [--threads N] [--batch B] [--context C] [--json] "
+                   "[--device cpu|cuda[:N]]",
                    "Measures the serving engine: prefill tokens/s of one --prefill-tokens prompt, and "
                    "decode tokens/s of --batch sequences decoding --gen tokens each after a prompt of "
                    "--context tokens (greedy, prefix caching off; median of --repeats runs after a warm-up).");
@@ -270,10 +302,14 @@ int RunBenchDecode(const std::vector<std::string>& args) {
   flags.Int("--repeats", &repeats, "measured runs; the median is reported (default 3)");
   flags.String("--kv-dtype", &kv_dtype, "KV cache dtype: bf16 (default) or f32");
   flags.Bool("--json", &json, "print one JSON object");
+  flags.String("--device", &device_text, kDeviceHelp);
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   engine::DecodeBenchmarkOptions options;
   auto dtype = engine::ParseKvDType(kv_dtype);
   if (!dtype.ok()) return ReportFailure(dtype.status().Wrap("--kv-dtype"));
+  Result<engine::DeviceSpec> device = CheckDeviceFlag(device_text, model_path);
+  if (!device.ok()) return ReportFailure(device.status());
+  options.device = *device;
   options.kv_dtype = *dtype;
   options.threads = static_cast<int>(threads);
   options.batch = batch;
@@ -392,7 +428,8 @@ int RunServe(const std::vector<std::string>& args) {
   engine::ServeOptions o;
   FlagParser flags(
       "flashroll serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key-file F] [--threads N] "
-      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR] [--reprefill-older-than K] [--weight-memory 64M]",
+      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR] [--reprefill-older-than K] [--weight-memory 64M] "
+      "[--device cpu|cuda[:N]]",
       "Serves the model over an OpenAI-compatible HTTP API (/v1/models, /v1/completions, "
       "/v1/chat/completions, /v1/score, /v1/sequences, /v1/weights, /health, /metrics) until SIGINT or SIGTERM. Prints \"serving NAME on URL\" "
       "once it accepts connections (--port 0 picks a free port).");
@@ -402,6 +439,7 @@ int RunServe(const std::vector<std::string>& args) {
   flags.String("--api-key-file", &o.api_key_file, "file holding the key clients send as \"Authorization: Bearer KEY\"");
   flags.String("--served-model-name", &o.served_model_name, "the model's name in the API (default: PATH's basename)");
   flags.Int("--threads", &o.threads, "kernel threads (default: all cores)");
+  flags.String("--device", &o.device, kDeviceHelp);
   flags.Int("--max-running", &o.max_running, "sequences decoding at once (default 64)");
   flags.String("--kv-memory", &o.kv_memory, "memory for the KV cache, e.g. 512M or 2G (default 2G)");
   flags.String("--kv-dtype", &o.kv_dtype, "KV cache dtype: bf16 (default) or f32");

@@ -6,11 +6,15 @@
 
 #include <cerrno>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "common/child_process.h"
 #include "common/log.h"
+#include "sandbox/apparmor_profile.h"
 #include "sandbox/naming.h"
+#include "sandbox/sha256.h"
 #include "sandbox/unique_fd.h"
 
 namespace flashroll::sandbox {
@@ -87,31 +91,91 @@ Status RunAppArmorParser(const std::string& text, bool load) {
   return Status::Ok();
 }
 
-Result<AppArmorProfile> AppArmorProfile::Load(const std::string& name, const std::string& text) {
-  FR_RETURN_IF_ERROR(RunAppArmorParser(text, /*load=*/true).Wrap("load AppArmor profile " + name));
-  AppArmorProfile profile;
-  profile.name_ = name;
-  return profile;
+Status LoadAppArmorProfile(const std::string& name, const std::string& text) {
+  return RunAppArmorParser(text, /*load=*/true).Wrap("load AppArmor profile " + name);
 }
 
-AppArmorProfile& AppArmorProfile::operator=(AppArmorProfile&& other) noexcept {
+Status UnloadAppArmorProfile(const std::string& name) { return WriteRemove(name); }
+
+struct AppArmorProfilesState {
+  AppArmorProfiles::Backend backend;
+  std::mutex mu;
+  struct Loaded {
+    std::string name;
+    int leases = 0;
+  };
+  std::map<std::string, Loaded> loaded;  // by the hash of the profile text, guarded by mu
+};
+
+AppArmorProfiles::AppArmorProfiles() : AppArmorProfiles(Backend()) {}
+
+AppArmorProfiles::AppArmorProfiles(Backend backend) : state_(std::make_shared<AppArmorProfilesState>()) {
+  state_->backend = std::move(backend);
+}
+
+Result<AppArmorProfiles::Lease> AppArmorProfiles::Acquire(
+    const std::function<Result<std::string>(const std::string& name)>& generate) {
+  FR_ASSIGN_OR_RETURN(std::string placeholder_text, generate(OwnNamePrefix() + "p"));
+  Sha256 hash;
+  hash.Update(placeholder_text.data(), placeholder_text.size());
+  FR_ASSIGN_OR_RETURN(std::string digest, hash.HexDigest());
+  const std::string key = digest.substr(0, 16);
+  // Held while loading, so that a profile is never loaded twice, nor
+  // unloaded by its last lease while another sandbox loads it again.
+  std::lock_guard<std::mutex> lock(state_->mu);
+  auto it = state_->loaded.find(key);
+  if (it == state_->loaded.end()) {
+    const std::string sandbox_part = OwnNamePrefix() + "p" + key;
+    FR_ASSIGN_OR_RETURN(std::string text, generate(sandbox_part));
+    const std::string name = AppArmorProfileName(sandbox_part);
+    FR_RETURN_IF_ERROR(state_->backend.load(name, text));
+    it = state_->loaded.emplace(key, AppArmorProfilesState::Loaded{name, 0}).first;
+  }
+  ++it->second.leases;
+  Lease lease;
+  lease.state_ = state_;
+  lease.key_ = key;
+  lease.name_ = it->second.name;
+  return lease;
+}
+
+size_t AppArmorProfiles::loaded() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->loaded.size();
+}
+
+AppArmorProfiles::Lease::Lease(Lease&& other) noexcept
+    : state_(std::move(other.state_)), key_(std::move(other.key_)), name_(std::move(other.name_)) {
+  other.name_.clear();
+}
+
+AppArmorProfiles::Lease& AppArmorProfiles::Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
-    if (Status status = Unload(); !status.ok()) log::Warn("apparmor unload failed", {{"error", status.ToString()}});
+    if (Status status = Release(); !status.ok()) log::Warn("apparmor unload failed", {{"error", status.ToString()}});
+    state_ = std::move(other.state_);
+    key_ = std::move(other.key_);
     name_ = std::move(other.name_);
     other.name_.clear();
   }
   return *this;
 }
 
-AppArmorProfile::~AppArmorProfile() {
-  if (Status status = Unload(); !status.ok()) log::Warn("apparmor unload failed", {{"error", status.ToString()}});
+AppArmorProfiles::Lease::~Lease() {
+  if (Status status = Release(); !status.ok()) log::Warn("apparmor unload failed", {{"error", status.ToString()}});
 }
 
-Status AppArmorProfile::Unload() {
-  if (name_.empty()) return Status::Ok();
-  Status status = WriteRemove(name_);
-  if (status.ok()) name_.clear();
-  return status;
+Status AppArmorProfiles::Lease::Release() {
+  if (state_ == nullptr) return Status::Ok();
+  std::shared_ptr<AppArmorProfilesState> state = std::move(state_);
+  name_.clear();
+  std::lock_guard<std::mutex> lock(state->mu);
+  auto it = state->loaded.find(key_);
+  if (it == state->loaded.end() || --it->second.leases > 0) return Status::Ok();
+  const std::string name = it->second.name;
+  state->loaded.erase(it);
+  // A failed unload leaves the profile in the kernel until reclaim after
+  // this manager; the next sandbox of that text loads it again (--replace).
+  return state->backend.unload(name);
 }
 
 Result<std::vector<std::string>> ReclaimAppArmorProfiles() {

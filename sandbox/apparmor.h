@@ -8,15 +8,17 @@
 // apparmor_parser --replace; it is unloaded by writing its name to the
 // kernel's .remove file. The child asks for the profile on its next exec
 // ("exec <name>" to /proc/self/attr/apparmor/exec), so the init and all it
-// runs are confined from their first instruction. Profiles are named after
-// their sandbox (naming.h), so start-up reclaim removes those of managers
-// that were killed.
+// runs are confined from their first instruction. Profile names carry their
+// manager's name prefix (naming.h), so start-up reclaim removes those of
+// managers that were killed.
 //
-// Thread safety: functions may be called from any thread; an
-// AppArmorProfile is used by one thread at a time. AppArmorChild runs only
+// Thread safety: functions and AppArmorProfiles may be called from any
+// thread; a Lease is used by one thread at a time. AppArmorChild runs only
 // in the freshly cloned child.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,27 +36,67 @@ bool AppArmorEnabled();
 // with the parser's output when it refuses the profile.
 Status RunAppArmorParser(const std::string& text, bool load);
 
-// A profile loaded in the kernel; unloaded when destroyed. Move-only.
-class AppArmorProfile {
+// Loads a profile into the kernel / removes it by name (the kernel's
+// .remove file; OK when it is not loaded). What AppArmorProfiles uses unless
+// told otherwise.
+Status LoadAppArmorProfile(const std::string& name, const std::string& text);
+Status UnloadAppArmorProfile(const std::string& name);
+
+// One manager's loaded profiles, one per distinct profile text. Sandboxes
+// whose specs give the same profile share it, so apparmor_parser compiles
+// and loads it once (tens of ms each time), not on every create; it is
+// unloaded when the last of them lets go. A profile is named by the
+// manager's name prefix and a hash of its text
+// ("flashroll-fr-<pid>-<start>-p<16 hex>"): start-up reclaim finds a killed
+// manager's as it finds its sandboxes. The profile's ptrace and signal rules
+// then allow peers in every sandbox of that profile; their pid namespaces
+// keep them from naming each other's processes.
+struct AppArmorProfilesState;  // apparmor.cc
+
+class AppArmorProfiles {
  public:
-  // Loads `text`, which defines the profile `name`.
-  static Result<AppArmorProfile> Load(const std::string& name, const std::string& text);
+  struct Backend {
+    std::function<Status(const std::string& name, const std::string& text)> load = LoadAppArmorProfile;
+    std::function<Status(const std::string& name)> unload = UnloadAppArmorProfile;
+  };
 
-  AppArmorProfile() = default;
-  AppArmorProfile(AppArmorProfile&& other) noexcept : name_(std::move(other.name_)) { other.name_.clear(); }
-  AppArmorProfile& operator=(AppArmorProfile&& other) noexcept;
-  AppArmorProfile(const AppArmorProfile&) = delete;
-  AppArmorProfile& operator=(const AppArmorProfile&) = delete;
-  ~AppArmorProfile();  // Unload(), failures logged
+  // One sandbox's use of a loaded profile; the last lease of a profile
+  // unloads it. Move-only.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease();  // Release(), failures logged
 
-  // Removes the profile from the kernel. OK also when not loaded or
-  // already gone; otherwise the failed write, naming the profile.
-  Status Unload();
+    // Lets go; the last lease unloads the profile and returns how that
+    // went. OK when it holds nothing.
+    Status Release();
+    // The profile's name, empty when the lease holds nothing.
+    const std::string& name() const { return name_; }
 
-  const std::string& name() const { return name_; }
+   private:
+    friend class AppArmorProfiles;
+    std::shared_ptr<AppArmorProfilesState> state_;
+    std::string key_, name_;
+  };
+
+  AppArmorProfiles();  // the kernel's: LoadAppArmorProfile, UnloadAppArmorProfile
+  explicit AppArmorProfiles(Backend backend);
+
+  // The profile that `generate(name)` writes, loaded once while any lease
+  // on it lives. `generate` must give the same text for the same name and
+  // spec: it is called with a placeholder name to find the profile, then
+  // with the profile's name when it is loaded.
+  Result<Lease> Acquire(const std::function<Result<std::string>(const std::string& name)>& generate);
+
+  // Profiles loaded now.
+  size_t loaded() const;
 
  private:
-  std::string name_;  // empty: owns nothing
+  std::shared_ptr<AppArmorProfilesState> state_;
 };
 
 // Unloads the profiles of sandboxes whose manager is gone. A no-op without

@@ -1,4 +1,5 @@
-// The AppArmor profile of one sandbox, generated from its spec.
+// The AppArmor profile of a sandbox, generated from its spec (the sandboxes
+// of one manager whose specs give the same text share it: apparmor.h).
 //
 // A third fence, where the kernel has AppArmor (apparmor.h loads it), behind
 // the mount namespace and Landlock, in the spirit of Docker's

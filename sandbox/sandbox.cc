@@ -63,7 +63,7 @@ struct Sandbox {
   // --net policy; declared after the cgroup so they go first on failure.
   NetPolicyAttachment net_policy;
   Veth veth;
-  AppArmorProfile apparmor;  // loaded only where the kernel has AppArmor
+  AppArmorProfiles::Lease apparmor;  // only where the kernel has AppArmor
   InitProcess init;
   // "/dev/loopN" its writable layer is on; empty without one.
   std::string disk_device;
@@ -102,7 +102,7 @@ Status TearDown(Sandbox& sb, std::chrono::milliseconds reap_timeout) {
   Status first = sb.veth.Remove();
   Status detached = sb.net_policy.Detach();
   if (first.ok()) first = detached;
-  Status unloaded = sb.apparmor.Unload();
+  Status unloaded = sb.apparmor.Release();
   if (first.ok()) first = unloaded;
   Status removed = sb.cgroup->Remove();
   if (first.ok()) first = removed;
@@ -133,6 +133,7 @@ CgroupLimits LimitsOf(const SandboxSpec& spec) {
 
 struct Manager::Impl {
   std::unique_ptr<CgroupBackend> cgroups;
+  AppArmorProfiles apparmor_profiles;  // shared by sandboxes of the same profile
   int warm_pool = 0;            // constant after Open
   std::unique_ptr<NetnsPool> netns_pool;  // null without root or when off; set in Open
   bool user_namespace = false;  // no root: user namespaces, no cgroups; constant after Open
@@ -216,7 +217,7 @@ struct Manager::Impl {
 
   // Where the kernel has AppArmor, loads the sandbox's profile and has the
   // init start in it.
-  static Status LoadAppArmor(Sandbox& sb, ContainPlan* plan) {
+  Status LoadAppArmor(Sandbox& sb, ContainPlan* plan) {
     if (!AppArmorEnabled()) {
       static std::once_flag said;
       std::call_once(said, [] {
@@ -224,8 +225,10 @@ struct Manager::Impl {
       });
       return Status::Ok();
     }
-    FR_ASSIGN_OR_RETURN(std::string text, GenerateAppArmorProfile(sb.id, sb.spec, plan->mount.writable_root_entries));
-    FR_ASSIGN_OR_RETURN(sb.apparmor, AppArmorProfile::Load(AppArmorProfileName(sb.id), text));
+    const std::vector<std::string>& entries = plan->mount.writable_root_entries;
+    FR_ASSIGN_OR_RETURN(sb.apparmor, apparmor_profiles.Acquire([&](const std::string& name) {
+                          return GenerateAppArmorProfile(name, sb.spec, entries);
+                        }));
     plan->apparmor_exec = "exec " + sb.apparmor.name();
     return Status::Ok();
   }

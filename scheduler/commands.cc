@@ -145,9 +145,13 @@ int RunJob(const std::vector<std::string>& args) {
 
 int Export(const std::vector<std::string>& args) {
   std::string store_path = kDefaultStore, job, format = "jsonl", output;
-  FlagParser flags("flashroll export --job JOB [--store PATH] [--format jsonl] [--output FILE]",
-                   "Writes a job's finished samples, one JSON object per line: sample_id, task_id, group_id,\n"
-                   "effort, token_ids, logprobs, versions, loss_mask, reward, reward_parts, advantage, status.");
+  bool all_attempts = false;
+  FlagParser flags("flashroll export --job JOB [--store PATH] [--format jsonl] [--output FILE] [--all-attempts]",
+                   "Writes a job's finished samples, one JSON object per line and one line per (group, slot):\n"
+                   "sample_id, task_id, group_id, slot, effort, token_ids, logprobs, versions, loss_mask (the\n"
+                   "mask it was trained with, once trained), reward, reward_parts, advantage, trained_at_version,\n"
+                   "status.");
+  flags.Bool("--all-attempts", &all_attempts, "also the superseded attempts (warm-up drops, interrupted samples)");
   flags.String("--job", &job, "the job's name or id");
   flags.String("--store", &store_path, "the job's store (the config's `store:`), default runs/quickstart.db");
   flags.String("--format", &format, "jsonl (the only format)");
@@ -164,14 +168,14 @@ int Export(const std::vector<std::string>& args) {
   if (!job_id.ok()) return ReportFailure(job_id.status().Wrap("--job"));
   Result<int64_t> written = 0;
   if (output.empty()) {
-    written = ExportJsonl(**db, *job_id, std::cout);
+    written = ExportJsonl(**db, *job_id, std::cout, all_attempts);
     std::cout.flush();
   } else {
     const std::string temp = output + ".tmp";
     {
       std::ofstream out(temp, std::ios::trunc);
       if (!out) return ReportFailure(Status::IoError("--output: cannot write " + temp));
-      written = ExportJsonl(**db, *job_id, out);
+      written = ExportJsonl(**db, *job_id, out, all_attempts);
       out.close();
       if (written.ok() && !out) written = Status::IoError("--output: write failed: " + temp);
     }

@@ -15,10 +15,12 @@ Result<int64_t> FindJob(sqlite::Database& db, const std::string& name_or_id) {
   return stmt.ColumnInt64(0);
 }
 
-Result<int64_t> ExportJsonl(sqlite::Database& db, int64_t job_id, std::ostream& out) {
+Result<int64_t> ExportJsonl(sqlite::Database& db, int64_t job_id, std::ostream& out, bool all_attempts) {
   FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
-                      db.Prepare("SELECT id FROM samples WHERE job_id = ?1 AND status IN ('completed', 'failed')"
-                                 " ORDER BY id"));
+                      db.Prepare(all_attempts ? "SELECT id FROM samples WHERE job_id = ?1"
+                                                " AND status IN ('completed', 'failed', 'superseded') ORDER BY id"
+                                              : "SELECT id FROM samples WHERE job_id = ?1"
+                                                " AND status IN ('completed', 'failed') ORDER BY id"));
   FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
   std::vector<int64_t> ids;
   while (true) {
@@ -32,6 +34,7 @@ Result<int64_t> ExportJsonl(sqlite::Database& db, int64_t job_id, std::ostream& 
     nlohmann::json line = {{"sample_id", id},
                            {"task_id", s.task_id},
                            {"group_id", s.group_id},
+                           {"slot", s.slot ? nlohmann::json(*s.slot) : nlohmann::json(nullptr)},
                            {"effort", s.effort},
                            {"token_ids", t.tokens},
                            {"logprobs", t.logprobs},
@@ -42,6 +45,8 @@ Result<int64_t> ExportJsonl(sqlite::Database& db, int64_t job_id, std::ostream& 
                            {"reward_parts", t.reward_parts},
                            {"advantage", s.advantage ? nlohmann::json(*s.advantage) : nlohmann::json(nullptr)},
                            {"reasoning_tokens", t.reasoning_tokens},
+                           {"trained_at_version", s.trained_at_version ? nlohmann::json(*s.trained_at_version)
+                                                                        : nlohmann::json(nullptr)},
                            {"status", t.status}};
     if (!s.error.empty()) line["error"] = s.error;
     out << line.dump() << '\n';

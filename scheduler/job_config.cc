@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tasks/task.h"
+#include "engine/device/device.h"
 #include "rollout/sandbox_workspace.h"
 #include "tasks/task_file.h"
 
@@ -52,7 +53,8 @@ Schema JobConfigSchema(bool training_map) {
       .Required("model", Schema::Map()
                              .Required("path", Schema::String())
                              .Optional("threads", Schema::Int(1, 256))
-                             .Optional("kv_memory", Schema::ByteSize(1ull << 20)))
+                             .Optional("kv_memory", Schema::ByteSize(1ull << 20))
+                             .Optional("device", Schema::String()))
       .Optional("policy", Schema::Map()
                               .Required("url", Schema::String())
                               .Required("model", Schema::String())
@@ -268,6 +270,10 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   c.model.path = ReadString(model, "path", c.model.path);
   c.model.threads = ReadInt(model, "threads", c.model.threads);
   c.model.kv_memory_bytes = ReadByteSize(model, "kv_memory", c.model.kv_memory_bytes);
+  c.model.device = ReadString(model, "device", c.model.device);
+  if (Result<engine::DeviceSpec> device = engine::ParseDevice(c.model.device); !device.ok()) {
+    return file.ErrorAt(model["device"], "model.device", device.status().message());
+  }
 
   if (const YAML::Node p = root["policy"]; p.IsDefined() && p.IsMap()) {
     c.policy.url = ReadString(p, "url", "");

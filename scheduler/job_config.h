@@ -27,6 +27,7 @@ struct JobConfig {
     std::string path = "models/default";
     int64_t threads = 2;
     uint64_t kv_memory_bytes = 512ull << 20;
+    std::string device = "cpu";  // where the embedded engine runs: cpu, cuda or cuda:N (engine/device/device.h)
   } model;
 
   // Where turns come from: the embedded engine over model.path (url empty),

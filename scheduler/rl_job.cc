@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "sandbox/sandbox.h"
 #include "scheduler/batch_queue.h"
 #include "scheduler/export.h"
+#include "scheduler/job_store.h"
 #include "scheduler/sample_scheduler.h"
 #include "scheduler/teacher.h"
 #include "scheduler/trainer_api.h"
@@ -34,102 +36,11 @@
 #include "scheduler/trainer_token.h"
 #include "scheduler/training_report.h"
 #include "scheduler/trajectory.h"
-#include "tasks/rng.h"
-#include "tasks/task_file.h"
-#include "tasks/task_record.h"
 
 namespace flashroll {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct JobTask {
-  int64_t store_id = 0;
-  Task task;
-};
-
-// The job's tasks: generated and stored for a new job, read back for a
-// resumed one (so it runs exactly what it started with).
-Result<std::vector<JobTask>> PrepareTasks(sqlite::Database& db, int64_t job_id, const JobConfig& config,
-                                          bool resumed) {
-  std::vector<JobTask> tasks;
-  if (resumed) {
-    FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
-                        db.Prepare("SELECT id, family, source_key, problem_json, verifier_json FROM tasks"
-                                   " WHERE job_id = ?1 ORDER BY id"));
-    FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
-    while (true) {
-      FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
-      if (!row) break;
-      FR_ASSIGN_OR_RETURN(Task task, FromTaskRecord(stmt.ColumnText(1), stmt.ColumnText(2),
-                                                    {stmt.ColumnText(3), stmt.ColumnText(4)}));
-      tasks.push_back({stmt.ColumnInt64(0), std::move(task)});
-    }
-    return tasks;
-  }
-  std::vector<Task> new_tasks;
-  for (const std::string& path : config.tasks.files) {
-    auto loaded = LoadTaskFile(path);
-    if (!loaded.ok()) return loaded.status().Wrap("tasks.files");
-    for (Task& task : *loaded) new_tasks.push_back(std::move(task));
-  }
-  for (int64_t i = 0; !config.tasks.families.empty() && i < config.tasks.count; ++i) {
-    const TaskFamily& family = *FindTaskFamily(config.tasks.families[static_cast<size_t>(i) % config.tasks.families.size()]);
-    const uint64_t seed = static_cast<uint64_t>(config.tasks.seed) * 1'000'003ull + static_cast<uint64_t>(i);
-    TaskRng rng(seed);
-    new_tasks.push_back(family.Generate(seed, static_cast<int>(rng.Int(config.tasks.min_difficulty, config.tasks.max_difficulty))));
-  }
-  sqlite::Transaction txn = sqlite::Transaction::Begin(db).value();
-  for (Task& task : new_tasks) {
-    const TaskRecord record = ToTaskRecord(task);
-    store::NewTask row;
-    row.job_id = job_id;
-    row.family = task.family;
-    row.source_key = task.id;
-    row.problem_json = record.problem_json;
-    row.verifier_json = record.verifier_json;
-    row.difficulty = task.difficulty;
-    FR_ASSIGN_OR_RETURN(int64_t id, store::InsertTask(db, row));
-    tasks.push_back({id, std::move(task)});
-  }
-  FR_RETURN_IF_ERROR(txn.Commit());
-  return tasks;
-}
-
-// Per group: how many samples already finished (completed or failed).
-// Samples a killed job left queued or running are marked aborted: they
-// run again from the start.
-Result<std::map<int64_t, int>> RecoverSamples(sqlite::Database& db, int64_t job_id) {
-  {
-    FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
-                        db.Prepare("SELECT id FROM samples WHERE job_id = ?1 AND status IN ('queued', 'running')"));
-    FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
-    std::vector<int64_t> unfinished;
-    while (true) {
-      FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
-      if (!row) break;
-      unfinished.push_back(stmt.ColumnInt64(0));
-    }
-    for (int64_t id : unfinished) {
-      store::SampleOutcome outcome;
-      outcome.sample_id = id;
-      outcome.status = store::SampleStatus::kAborted;
-      outcome.error = "interrupted: the job stopped before the sample finished; it runs again";
-      FR_RETURN_IF_ERROR(store::CompleteSample(db, outcome, {}));
-    }
-  }
-  FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
-                      db.Prepare("SELECT group_id, count(*) FROM samples WHERE job_id = ?1"
-                                 " AND status IN ('completed', 'failed') GROUP BY group_id"));
-  FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
-  std::map<int64_t, int> done;
-  while (true) {
-    FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
-    if (!row) break;
-    done[stmt.ColumnInt64(0)] = static_cast<int>(stmt.ColumnInt64(1));
-  }
-  return done;
-}
 
 uint64_t SampleSeed(int64_t job_seed, const SampleTicket& t) {
   uint64_t x = static_cast<uint64_t>(job_seed) * 0x9E3779B97F4A7C15ull;
@@ -243,6 +154,19 @@ class Job {
   std::unique_ptr<TrainerSupervisor> trainer_;
   Json eval_ = Json::object();  // {"before": ..., "after": ...}
 
+  // Training: the leases acknowledged whose update is not yet known durable.
+  // The trainer publishes a version only once its checkpoint is written, so
+  // publishing W makes every lease trained at a version below W durable:
+  // then its samples' trained_at_version and trained mask are stored.
+  struct AckedLease {
+    int64_t version = 0;
+    std::vector<int64_t> sample_ids;
+  };
+  void WeightsPublished(const std::string& path, int64_t version);
+  std::mutex trained_mu_;
+  std::unique_ptr<sqlite::Database> trained_db_;  // the trainer API threads' connection; guarded by trained_mu_
+  std::vector<AckedLease> acked_;                 // guarded by trained_mu_
+
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::unique_ptr<SampleScheduler> scheduler_;
@@ -290,9 +214,9 @@ Status Job::Open() {
   summary_.job_id = job_id_;
   if (options_.on_started) options_.on_started(job_id_);
   FR_ASSIGN_OR_RETURN(tasks_, PrepareTasks(*db_, job_id_, config_, resumed));
-  std::map<int64_t, int> done;
+  std::map<int64_t, std::set<int>> done;
   if (resumed) {
-    FR_ASSIGN_OR_RETURN(done, RecoverSamples(*db_, job_id_));
+    FR_ASSIGN_OR_RETURN(done, RecoverSlots(*db_, job_id_));
   }
 
   // Groups: every task x effort, task-major; ids are stable across resumes.
@@ -309,8 +233,9 @@ Status Job::Open() {
     group.task_index = g / efforts;
     group.family = tasks_[static_cast<size_t>(group.task_index)].task.family;
     group.effort = static_cast<int>(config_.rollout.efforts[static_cast<size_t>(g % efforts)]);
-    group.slots_done = std::min<int>(done.count(group.group_id) ? done[group.group_id] : 0,
-                                     static_cast<int>(config_.scheduler.group_size));
+    for (int slot : done[group.group_id]) {
+      if (slot < config_.scheduler.group_size) group.slots_done.insert(slot);
+    }
     groups_[group.group_id] = group;
     plan.push_back(group);
   }
@@ -328,9 +253,16 @@ Status Job::Open() {
   scheduler_ = std::make_unique<SampleScheduler>(policy, plan, Clock::now());
   summary_.groups_total = scheduler_->groups_total();
 
+  FR_ASSIGN_OR_RETURN(const engine::DeviceSpec device, engine::ParseDevice(config_.model.device));
+  if (config_.policy.url.empty()) {
+    // A GPU that cannot hold the model and its KV pool is reported before the weights load.
+    const int64_t needed = engine::ModelFileBytes(config_.model.path) + static_cast<int64_t>(config_.model.kv_memory_bytes);
+    FR_RETURN_IF_ERROR(engine::CheckDevice(device, needed).Wrap("model.device"));
+  }
   FR_ASSIGN_OR_RETURN(model_, engine::Model::Load(config_.model.path));
   FR_ASSIGN_OR_RETURN(tokenizer_, engine::LoadModelTokenizer(*model_));
   engine::EngineOptions engine_options;
+  engine_options.device = device;
   engine_options.threads = static_cast<int>(config_.model.threads);
   engine_options.max_running = config_.scheduler.max_in_flight;
   engine_options.kv_memory_bytes = static_cast<int64_t>(config_.model.kv_memory_bytes);
@@ -374,7 +306,7 @@ Status Job::Open() {
   // Groups a killed job finished but never handed out are handed out now.
   std::vector<int64_t> finished_before;
   for (const auto& [id, group] : groups_) {
-    if (group.slots_done >= config_.scheduler.group_size) finished_before.push_back(id);
+    if (group.missing(config_.scheduler.group_size) == 0) finished_before.push_back(id);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -422,6 +354,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
   row.group_id = ticket.group_id;
   row.effort = ticket.effort;
   row.scaffold = scaffold_->name();
+  row.slot = ticket.slot;
   Result<int64_t> sample_id = store::InsertSample(db, row);
   if (sample_id.ok()) {
     if (Status s = store::StartSample(db, *sample_id); !s.ok()) sample_id = s;
@@ -528,7 +461,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
   }
   const bool kept = scheduler_->Finish(ticket, generated, failed);
   if (!kept) {
-    outcome.status = store::SampleStatus::kAborted;
+    outcome.status = store::SampleStatus::kSuperseded;
     outcome.error = "warm-up drop: " + std::to_string(generated) + " tokens, under scheduler.warmup_min_tokens";
   }
   if (Status s = store::CompleteSample(db, outcome, kept ? turns : std::vector<store::Turn>{}); !s.ok()) {
@@ -700,7 +633,18 @@ Status Job::StartTraining() {
   api.http.host = listen.substr(0, colon);
   api.http.port = std::atoi(listen.c_str() + colon + 1);
   api.http.bearer_token = *token;
-  api.on_weights = [this](const std::string& path, int64_t version) { return weights_->Start(path, version); };
+  api.max_staleness = config_.scheduler.max_staleness;
+  api.initial_version = WeightVersion();
+  FR_ASSIGN_OR_RETURN(trained_db_, store::OpenStore(config_.store_path));
+  api.on_weights = [this](const std::string& path, int64_t version) {
+    Status started = weights_->Start(path, version);
+    if (started.ok()) WeightsPublished(path, version);
+    return started;
+  };
+  api.on_trained = [this](int64_t version, const std::vector<int64_t>& sample_ids) {
+    std::lock_guard<std::mutex> lock(trained_mu_);
+    acked_.push_back({version, sample_ids});
+  };
   api.status = [this]() -> Json {
     Json status;
     {
@@ -741,6 +685,25 @@ Status Job::StartTraining() {
   if (!trainer.ok()) return trainer.status().Wrap("training.command");
   trainer_ = std::move(*trainer);
   return Status::Ok();
+}
+
+void Job::WeightsPublished(const std::string& path, int64_t version) {
+  std::lock_guard<std::mutex> lock(trained_mu_);
+  if (Status s = store::RecordWeightVersion(*trained_db_, job_id_, version, path);
+      !s.ok() && s.code() != Code::kAlreadyExists) {
+    log::Warn("published weights not recorded in the store", {{"error", s.ToString()}});
+  }
+  for (auto it = acked_.begin(); it != acked_.end();) {
+    if (it->version >= version) {
+      ++it;
+      continue;
+    }
+    if (Status s = RecordTrainedSamples(*trained_db_, it->sample_ids, it->version, config_.scheduler.max_staleness);
+        !s.ok()) {
+      log::Warn("trained samples not recorded in the store", {{"error", s.ToString()}});
+    }
+    it = acked_.erase(it);
+  }
 }
 
 Status Job::FinishTraining() {

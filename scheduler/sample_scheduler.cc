@@ -10,7 +10,7 @@ SampleScheduler::SampleScheduler(SchedulerPolicy policy, std::vector<GroupPlan> 
   for (const auto& [family, rate] : policy_.rate_limits) buckets_[family] = static_cast<double>(policy_.group_size);
   // Groups a resumed job already finished never open again.
   std::erase_if(plan_, [&](const GroupPlan& g) {
-    if (g.slots_done < policy_.group_size) return false;
+    if (g.missing(policy_.group_size) > 0) return false;
     ++groups_finished_;
     return true;
   });
@@ -27,13 +27,13 @@ void SampleScheduler::Refill(Clock::time_point now) {
 }
 
 bool SampleScheduler::RoomForAGroup(const GroupPlan& group) const {
-  const int64_t g = policy_.group_size - group.slots_done;
+  const int64_t g = group.missing(policy_.group_size);
   if (in_flight_ + static_cast<int64_t>(ready_.size()) + g > policy_.max_in_flight) return false;
   return !policy_.staleness_gate || opened_ + 1 <= consumed_ + (policy_.max_staleness + 1) * policy_.batch_groups;
 }
 
 bool SampleScheduler::GroupMayOpen(const GroupPlan& group, Clock::time_point now) {
-  if (task_in_flight_[group.task_index] + policy_.group_size - group.slots_done > policy_.max_per_task) return false;
+  if (task_in_flight_[group.task_index] + group.missing(policy_.group_size) > policy_.max_per_task) return false;
   if (auto bucket = buckets_.find(group.family); bucket != buckets_.end()) {
     Refill(now);
     if (bucket->second < static_cast<double>(policy_.group_size)) return false;
@@ -55,11 +55,11 @@ std::optional<SampleTicket> SampleScheduler::Next(Clock::time_point now) {
     if (auto bucket = buckets_.find(group.family); bucket != buckets_.end()) {
       bucket->second -= static_cast<double>(policy_.group_size);
     }
-    open_[group.group_id] = {group.task_index, group.slots_done};
-    for (int slot = group.slots_done; slot < policy_.group_size; ++slot) {
-      ready_.push_back({group.group_id, group.task_index, group.effort, slot, 0});
+    open_[group.group_id] = {group.task_index, static_cast<int>(group.slots_done.size())};
+    for (int slot = 0; slot < policy_.group_size; ++slot) {
+      if (!group.slots_done.count(slot)) ready_.push_back({group.group_id, group.task_index, group.effort, slot, 0});
     }
-    task_in_flight_[group.task_index] += policy_.group_size - group.slots_done;
+    task_in_flight_[group.task_index] += group.missing(policy_.group_size);
     ++opened_;
     if (!policy_.synchronous) break;
     ++round_open_;

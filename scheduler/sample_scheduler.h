@@ -11,7 +11,9 @@
 //     opened <= consumed + (max_staleness + 1) * batch_groups
 //   (the AReaL bound: a sample can lag the trainer by at most max_staleness
 //   versions when consumed), and LossMask() masks tokens older than
-//   current - max_staleness;
+//   current - max_staleness: once when a sample finishes (against the
+//   engine's version) and again when its group is leased (TrainerApi,
+//   against the version the trainer holds), where the bound must hold;
 // - length bias: the first `warmup_samples` samples to finish come back
 //   early because they are short; those under `warmup_min_tokens` are
 //   dropped and their slot runs again with a fresh seed;
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,7 +57,8 @@ struct GroupPlan {
   int64_t task_index = 0;  // the job's task list
   std::string family;
   int effort = 100;
-  int slots_done = 0;  // samples already finished (a resumed job); the rest run
+  std::set<int> slots_done;  // slots already finished (a resumed job); the others run
+  int missing(int64_t group_size) const { return static_cast<int>(group_size) - static_cast<int>(slots_done.size()); }
 };
 
 // One sample to start.

@@ -71,7 +71,7 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
   policy.staleness_gate = false;
   policy.synchronous = synchronous;
   std::vector<GroupPlan> plan;
-  for (int64_t g = 0; g < options.groups; ++g) plan.push_back({g + 1, g, "bench", 100});
+  for (int64_t g = 0; g < options.groups; ++g) plan.push_back({g + 1, g, "bench", 100, {}});
   const auto start = Clock::now();
   SampleScheduler scheduler(policy, plan, start);
 

@@ -4,10 +4,12 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <utility>
 
 #include "scheduler/batch_format.h"
+#include "scheduler/sample_scheduler.h"
 
 namespace flashroll {
 namespace {
@@ -36,13 +38,15 @@ struct PollRequest {
   size_t max_groups = 1;
   std::chrono::milliseconds timeout{0};
   bool binary = false;
+  std::optional<int64_t> trainer_version;
 };
 
 Result<PollRequest> ParsePollRequest(const HttpRequest& request) {
   // A misspelt parameter silently taking its default would be a puzzle.
   for (const auto& [name, value] : request.query) {
-    if (name != "min_groups" && name != "max_groups" && name != "timeout" && name != "format") {
-      return BadQuery(name, "unknown (known: min_groups, max_groups, timeout, format)");
+    if (name != "min_groups" && name != "max_groups" && name != "timeout" && name != "format" &&
+        name != "trainer_version") {
+      return BadQuery(name, "unknown (known: min_groups, max_groups, timeout, format, trainer_version)");
     }
   }
   PollRequest poll;
@@ -72,7 +76,25 @@ Result<PollRequest> ParsePollRequest(const HttpRequest& request) {
     return BadQuery("format", "expected \"json\" or \"binary\", got \"" + format + "\"");
   }
   poll.binary = format == "binary";
+  if (request.Query("trainer_version")) {
+    FR_ASSIGN_OR_RETURN(uint64_t version, QueryCount(request, "trainer_version", 0));
+    if (version > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+      return BadQuery("trainer_version", "more than a weight version can be: " + std::to_string(version));
+    }
+    poll.trainer_version = static_cast<int64_t>(version);
+  }
   return poll;
+}
+
+// The lease's loss masks and-ed with the staleness bound against the
+// version that will train them.
+void MaskStaleTokens(BatchLease& lease, int64_t trainer_version, int64_t max_staleness) {
+  for (TrainingGroup& group : lease.groups) {
+    for (TrainingSample& sample : group.samples) {
+      const std::vector<uint8_t> fresh = SampleScheduler::LossMask(sample.versions, trainer_version, max_staleness);
+      for (size_t i = 0; i < fresh.size(); ++i) sample.loss_mask[i] &= fresh[i];
+    }
+  }
 }
 
 }  // namespace
@@ -81,6 +103,9 @@ TrainerApi::TrainerApi(BatchQueue* queue, TrainerApiOptions options)
     : queue_(queue),
       on_weights_(std::move(options.on_weights)),
       status_(std::move(options.status)),
+      on_trained_(std::move(options.on_trained)),
+      max_staleness_(options.max_staleness),
+      published_version_(options.initial_version),
       server_(std::move(options.http)) {}
 
 TrainerApi::~TrainerApi() { Stop(); }
@@ -128,6 +153,9 @@ Result<HttpResponse> TrainerApi::GetBatches(const HttpRequest& request) {
     const auto slice = std::clamp(left, std::chrono::milliseconds(0), kStopCheckInterval);
     FR_ASSIGN_OR_RETURN(BatchLease lease, queue_->Lease(poll.min_groups, poll.max_groups, slice));
     if (!lease.id.empty()) {
+      const int64_t version = poll.trainer_version.value_or(published_version_.load());
+      if (max_staleness_ >= 0) MaskStaleTokens(lease, version, max_staleness_);
+      RememberServed(lease, version);
       HttpResponse reply;
       if (poll.binary) {
         reply.body = EncodeBatchBinary(lease);
@@ -144,9 +172,32 @@ Result<HttpResponse> TrainerApi::GetBatches(const HttpRequest& request) {
   return timed_out;
 }
 
+void TrainerApi::RememberServed(const BatchLease& lease, int64_t version) {
+  ServedLease served{version, {}};
+  for (const TrainingGroup& group : lease.groups) {
+    for (const TrainingSample& sample : group.samples) served.sample_ids.push_back(sample.sample_id);
+  }
+  std::lock_guard<std::mutex> lock(served_mu_);
+  served_[lease.id] = std::move(served);
+  served_order_.push_back(lease.id);
+  while (served_order_.size() > kLeaseMemory) {
+    served_.erase(served_order_.front());
+    served_order_.pop_front();
+  }
+}
+
 Result<Json> TrainerApi::AckBatch(const HttpRequest& request) {
   const std::string& lease = request.Param("lease");
   FR_RETURN_IF_ERROR(queue_->Ack(lease));
+  std::optional<ServedLease> trained;
+  {
+    std::lock_guard<std::mutex> lock(served_mu_);
+    if (auto it = served_.find(lease); it != served_.end()) {
+      trained = std::move(it->second);
+      served_.erase(it);  // a retried ack reports nothing twice
+    }
+  }
+  if (trained && on_trained_) on_trained_(trained->version, trained->sample_ids);
   return Json{{"lease", lease}};
 }
 
@@ -162,6 +213,9 @@ Result<Json> TrainerApi::PostWeights(const HttpRequest& request) {
   }
   FR_RETURN_IF_ERROR(
       on_weights_(path, version).Wrap("weights version " + std::to_string(version) + " at " + path));
+  int64_t seen = published_version_.load();
+  while (version > seen && !published_version_.compare_exchange_weak(seen, version)) {
+  }
   return Json{{"path", path}, {"version", version}};
 }
 

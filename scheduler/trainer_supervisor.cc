@@ -27,6 +27,7 @@ std::vector<std::string> TrainerArgv(const JobConfig& config, const TrainerEndpo
       "--lr", Number(t.learning_rate),
       "--grad-clip", Number(t.grad_clip),
       "--groups-per-step", std::to_string(config.scheduler.batch_groups),
+      "--max-staleness", std::to_string(config.scheduler.max_staleness),
       "--temperature", Number(config.rollout.temperature),
       "--loss-agg", t.loss_agg,
       "--max-tokens", std::to_string(config.rollout.max_tokens),

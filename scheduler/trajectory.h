@@ -32,6 +32,8 @@ struct StoredSample {
   int64_t task_id = 0;
   int64_t group_id = 0;
   int effort = 100;
+  std::optional<int> slot;                   // none in a store older than named slots
+  std::optional<int64_t> trained_at_version;  // once the update that consumed it is durable
   std::optional<double> advantage;  // once the group finished
   std::string error;
   TrainingSample sample;            // advantage filled from the column (0 when none)

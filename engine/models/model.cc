@@ -406,6 +406,50 @@ void Model::Attention(const Layer& layer, int64_t layer_index, int64_t n, PagedK
   kernels::PagedAttention(a, &s->attention);
 }
 
+Status Model::PlanRows(const engine::ForwardBatch& batch, std::vector<int64_t>* positions,
+                       std::vector<const int32_t*>* tables) const {
+  const ModelConfig& c = config();
+  const int64_t n = static_cast<int64_t>(batch.tokens.size());
+  if (n == 0) return Status::InvalidArgument("no tokens to run");
+  positions->resize(static_cast<size_t>(n));
+  tables->resize(static_cast<size_t>(n));
+  int64_t row = 0;
+  for (const BatchSequence& seq : batch.seqs) {
+    for (int64_t i = 0; i < seq.num_tokens; ++i, ++row) {
+      if (row >= n) return Status::InvalidArgument("batch sequences cover more rows than it has tokens");
+      (*positions)[row] = seq.start + i;
+      (*tables)[row] = seq.block_table;
+    }
+  }
+  if (row != n) return Status::InvalidArgument("batch sequences cover fewer rows than it has tokens");
+  const int64_t max_pos = MaxPositions();
+  for (int64_t t = 0; t < n; ++t) {
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.vocab_size) {
+      return Status::InvalidArgument("token " + std::to_string(batch.tokens[t]) + " at position " +
+                                     std::to_string((*positions)[t]) + " is outside the vocabulary of " +
+                                     std::to_string(c.vocab_size));
+    }
+    if (max_pos > 0 && (*positions)[t] >= max_pos) {
+      return Status::InvalidArgument("position " + std::to_string((*positions)[t]) +
+                                     " is beyond the model's context of " + std::to_string(max_pos) +
+                                     " tokens (max_position_embeddings)");
+    }
+  }
+  return CheckReplay(batch, routing_shape_);
+}
+
+void Model::RopeTable(const int64_t* positions, int64_t n, float* out) const {
+  const int64_t half = config().head_dim / 2;
+  for (int64_t t = 0; t < n; ++t) {
+    const float pos = static_cast<float>(positions[t]);
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = pos * inv_freq_[i];
+      out[t * 2 * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      out[t * 2 * half + half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  }
+}
+
 Status Model::ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv, ForwardScratch* s,
                            float* logits, std::vector<int32_t>* routed) const {
   const ModelConfig& c = config();
@@ -415,31 +459,7 @@ Status Model::ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv
   if (lay.num_layers != c.num_layers || lay.num_kv_heads != c.num_kv_heads || lay.head_dim != c.head_dim) {
     return Status::InvalidArgument("KV storage layout does not match the model");
   }
-  s->positions.resize(static_cast<size_t>(n));
-  s->tables.resize(static_cast<size_t>(n));
-  int64_t row = 0;
-  for (const BatchSequence& seq : batch.seqs) {
-    for (int64_t i = 0; i < seq.num_tokens; ++i, ++row) {
-      if (row >= n) return Status::InvalidArgument("batch sequences cover more rows than it has tokens");
-      s->positions[row] = seq.start + i;
-      s->tables[row] = seq.block_table;
-    }
-  }
-  if (row != n) return Status::InvalidArgument("batch sequences cover fewer rows than it has tokens");
-  const int64_t max_pos = MaxPositions();
-  for (int64_t t = 0; t < n; ++t) {
-    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.vocab_size) {
-      return Status::InvalidArgument("token " + std::to_string(batch.tokens[t]) + " at position " +
-                                     std::to_string(s->positions[t]) + " is outside the vocabulary of " +
-                                     std::to_string(c.vocab_size));
-    }
-    if (max_pos > 0 && s->positions[t] >= max_pos) {
-      return Status::InvalidArgument("position " + std::to_string(s->positions[t]) +
-                                     " is beyond the model's context of " + std::to_string(max_pos) +
-                                     " tokens (max_position_embeddings)");
-    }
-  }
-  FR_RETURN_IF_ERROR(CheckReplay(batch, routing_shape_));
+  FR_RETURN_IF_ERROR(PlanRows(batch, &s->positions, &s->tables));
   const int64_t hidden = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   FR_ASSIGN_OR_RETURN(int64_t row_bytes, kernels::RowBytes(embed_->dtype, hidden));
@@ -448,18 +468,8 @@ Status Model::ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv
     FR_RETURN_IF_ERROR(kernels::DequantizeRow(embed_->dtype, embed_->data + batch.tokens[t] * row_bytes, hidden,
                                               x + t * hidden));
   }
-  // RoPE angles once per row for all layers (as transformers: float angle,
-  // cos and sin evaluated in double and rounded).
-  const int64_t half = c.head_dim / 2;
-  float* rope = Grow(&s->rope, n * 2 * half);
-  for (int64_t t = 0; t < n; ++t) {
-    const float pos = static_cast<float>(s->positions[t]);
-    for (int64_t i = 0; i < half; ++i) {
-      const float angle = pos * inv_freq_[i];
-      rope[t * 2 * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      rope[t * 2 * half + half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
-    }
-  }
+  // RoPE angles once per row for all layers.
+  RopeTable(s->positions.data(), n, Grow(&s->rope, n * c.head_dim));
   int32_t* routed_rows = nullptr;
   if (routed && !routing_shape_.empty()) {
     routed->resize(static_cast<size_t>(n * routing_shape_.TokenIds()));

@@ -96,6 +96,18 @@ class Model {
   Status ForwardBatch(const engine::ForwardBatch& batch, PagedKvStorage* kv, ForwardScratch* scratch,
                       float* logits, std::vector<int32_t>* routed = nullptr) const;
 
+  // The rows of `batch`, checked as ForwardBatch checks them (token ids,
+  // positions, routing replay; errors name the row): each row's position
+  // and block table. Other backends run the same checks through it.
+  Status PlanRows(const engine::ForwardBatch& batch, std::vector<int64_t>* positions,
+                  std::vector<const int32_t*>* tables) const;
+  // RoPE angles of n rows: out[t] = cos[head_dim / 2], sin[head_dim / 2] at
+  // positions[t] (float angle, cos and sin evaluated in double, as
+  // transformers computes them).
+  void RopeTable(const int64_t* positions, int64_t n, float* out) const;
+  // The decoder variations of the model's family (architecture.h).
+  const DecoderOptions& decoder_options() const { return options_; }
+
   // The shape of this model's per-token routing; empty for a dense model.
   RoutingShape routing_shape() const { return routing_shape_; }
 

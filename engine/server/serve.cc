@@ -71,6 +71,12 @@ int RunServe(const ServeOptions& o) {
   Result<KvDType> kv_dtype = ParseKvDType(o.kv_dtype);
   if (!kv_dtype.ok()) return ReportFailure(kv_dtype.status().Wrap("--kv-dtype"));
   engine_options.kv_dtype = *kv_dtype;
+  Result<DeviceSpec> device = ParseDevice(o.device);
+  if (!device.ok()) return ReportFailure(device.status().Wrap("--device"));
+  engine_options.device = *device;
+  // A GPU that cannot run the model is reported before the weights load.
+  const int64_t needed = ModelFileBytes(o.model_path) + engine_options.kv_memory_bytes;
+  if (Status st = CheckDevice(*device, needed); !st.ok()) return ReportFailure(st.Wrap("--device"));
 
   OpenAiServerOptions server_options;
   server_options.host = o.host;

@@ -26,6 +26,7 @@ struct ServeOptions {
   std::string api_key_file;       // empty: no authentication
   std::string served_model_name;  // empty: the model directory's or file's basename
   int64_t threads = 0;            // 0: all cores
+  std::string device = "cpu";     // --device: cpu, cuda or cuda:N (device.h)
   int64_t max_running = 64;
   std::string kv_memory = "2G";
   std::string kv_dtype = "bf16";

@@ -7,6 +7,9 @@
 // memory (PagedKvStorage) and runs Model::ForwardBatch on the kernels of
 // engine/kernels/.
 //
+// CopyKvBlock, ExportKv, ImportKv and SetModel cannot fail on the CPU; on a
+// GPU a failure there is kept and returned by the next Forward.
+//
 // Thread safety: none; the engine loop thread owns its backend.
 #pragma once
 
@@ -15,6 +18,7 @@
 #include <span>
 
 #include "common/status.h"
+#include "engine/device/device.h"
 #include "engine/models/forward_batch.h"
 #include "engine/models/model.h"
 #include "engine/models/paged_kv_storage.h"
@@ -44,5 +48,16 @@ class Backend {
 
 // The CPU backend over `model` (which must outlive it).
 std::unique_ptr<Backend> NewCpuBackend(const Model& model);
+
+// The CUDA backend (engine/cuda/cuda_backend.cc) on `device`: it copies the
+// model's weights to the GPU (bf16 weights stay bf16, other types become
+// f32), keeps the KV blocks there and runs every kernel there; the logits
+// of a step come back to host memory for the sampler. Dense models only so
+// far. FailedPrecondition from CheckDevice, or naming what the model needs
+// that the CUDA kernels lack; a build without CUDA always refuses.
+Result<std::unique_ptr<Backend>> NewCudaBackend(const Model& model, const DeviceSpec& device);
+
+// The backend `device` names: NewCpuBackend or NewCudaBackend.
+Result<std::unique_ptr<Backend>> NewBackend(const Model& model, const DeviceSpec& device);
 
 }  // namespace flashroll::engine

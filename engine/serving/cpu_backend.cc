@@ -44,4 +44,9 @@ class CpuBackend : public Backend {
 
 std::unique_ptr<Backend> NewCpuBackend(const Model& model) { return std::make_unique<CpuBackend>(model); }
 
+Result<std::unique_ptr<Backend>> NewBackend(const Model& model, const DeviceSpec& device) {
+  if (device.is_cuda()) return NewCudaBackend(model, device);
+  return NewCpuBackend(model);
+}
+
 }  // namespace flashroll::engine

@@ -36,6 +36,7 @@ Result<DecodeBenchmarkResult> RunDecodeBenchmark(const Model& model, const Decod
   EngineOptions eo;
   eo.threads = o.threads;
   eo.kv_dtype = o.kv_dtype;
+  eo.device = o.device;
   eo.prefix_caching = false;
   eo.max_running = o.batch;
   eo.max_batch_tokens = std::max<int64_t>(512, o.batch);

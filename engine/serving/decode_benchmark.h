@@ -26,6 +26,7 @@ struct DecodeBenchmarkOptions {
   int64_t prefill_tokens = 512;
   int repeats = 3;
   KvDType kv_dtype = KvDType::kBF16;
+  DeviceSpec device;
 };
 
 struct DecodeBenchmarkResult {

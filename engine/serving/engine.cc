@@ -734,7 +734,8 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   }
   kernels::SetThreads(options.threads > 0 ? options.threads
                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  s.backend = NewCpuBackend(model);
+  FR_RETURN_IF_ERROR(CheckDevice(options.device, model.WeightBytes() + num_blocks * layout.BlockBytes()));
+  FR_ASSIGN_OR_RETURN(s.backend, NewBackend(model, options.device));
   FR_RETURN_IF_ERROR(s.backend->AllocateKv(layout, num_blocks));
   s.kv_layout = layout;
   s.routing = model.routing_shape();

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/device/device.h"
 #include "engine/models/model.h"
 #include "engine/models/paged_kv_storage.h"
 #include "engine/sampling/sampler.h"
@@ -54,6 +55,9 @@
 namespace flashroll::engine {
 
 struct EngineOptions {
+  // Where the model runs (device.h): the CPU, or a CUDA GPU, checked
+  // (CheckDevice: weights + kv_memory_bytes) before the weights are copied.
+  DeviceSpec device;
   int threads = 0;                  // kernel threads; 0 = all cores
   int64_t max_running = 64;         // sequences decoding at once
   int64_t max_batch_tokens = 512;   // tokens in one step (prefill chunks + decodes)

@@ -10,6 +10,7 @@ Result<std::vector<int32_t>> Generate(const Model& model, const std::vector<int3
   if (!(options.temperature >= 0)) return Status::InvalidArgument("temperature must not be negative");
   EngineOptions engine_options;
   engine_options.threads = options.threads;
+  engine_options.device = options.device;
   engine_options.max_running = 1;
   engine_options.kv_dtype = options.kv_dtype;
   // Room for this one sequence, in whole blocks.

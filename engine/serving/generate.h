@@ -28,6 +28,7 @@ struct GenerateOptions {
   std::vector<int32_t> stop_tokens;  // also end generation, besides the config's eos_token_ids
   KvDType kv_dtype = KvDType::kF32;
   int threads = 0;                   // 0 = all cores
+  DeviceSpec device;                 // EngineOptions::device
 };
 
 // Returns the generated tokens (not the prompt). `on_token`, when set, is

@@ -68,15 +68,19 @@ class TrainerClient:
         finally:
             conn.close()
 
-    def lease(self, min_groups, max_groups=None, timeout=30, format="binary"):
+    def lease(self, min_groups, max_groups=None, timeout=30, format="binary", trainer_version=None):
         """Long-polls for at least min_groups finished groups (up to max_groups,
-        default min_groups). Returns a batch_format.Batch, or None when `timeout`
+        default min_groups). trainer_version: the weight version that will
+        compute the batch's loss; the job masks tokens sampled more than its
+        max_staleness versions before it (default: the last version posted to
+        /v1/weights). Returns a batch_format.Batch, or None when `timeout`
         seconds passed first (poll again). Raises QueueClosed once the job has
         finished, ApiError otherwise."""
         if format not in ("binary", "json"):
             raise ValueError(f"lease: format {format!r}: expected 'binary' or 'json'")
         query = urllib.parse.urlencode({"min_groups": min_groups, "max_groups": max_groups or min_groups,
-                                        "timeout": timeout, "format": format})
+                                        "timeout": timeout, "format": format,
+                                        **({} if trainer_version is None else {"trainer_version": trainer_version})})
         status, _, body = self._request("GET", f"/v1/batches?{query}", read_timeout=timeout + 30)
         if status == 204:
             return None

@@ -39,6 +39,7 @@ class FakeTrainerApi:
         self.leases = {}  # id -> groups
         self.acked = []   # lease ids, in order
         self.weights = []  # (path, version), in order
+        self.trainer_versions = []  # each lease's trainer_version (None when not given), in order
         self.TEST_expire_next_ack = False
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -88,6 +89,7 @@ class FakeTrainerApi:
                 q = dict(urllib.parse.parse_qsl(url.query))
                 n = int(q.get("max_groups", q.get("min_groups", 1)))
                 with api.lock:
+                    api.trainer_versions.append(int(q["trainer_version"]) if "trainer_version" in q else None)
                     if not api.queue:
                         if api.close_when_empty:
                             return self.error(409, "failed_precondition", "batch queue closed and drained")

@@ -92,6 +92,20 @@ def test_without_mismatch_samples_a_lagging_batch_has_no_mismatch(tmp_path, grou
     assert log[1]["mismatch_tokens"] == 0 and log[1]["mismatch_abs"] is None
 
 
+def test_the_trainer_names_its_version_and_drops_tokens_the_job_left_past_the_bound(tmp_path, groups):
+    # The fake serves masks as they are (the job would mask them at lease
+    # time): step 2 holds version 1 and the batch was sampled by version 0,
+    # one version more than --max-staleness 0 allows.
+    with FakeTrainerApi(groups[:4]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 2, "--max-staleness", "0")) == 0
+    assert api.trainer_versions == [0, 1]
+    log = read_log(tmp_path)
+    assert [r["trained_at_version"] for r in log] == [0, 1]
+    assert log[0]["stale_tokens_dropped"] == 0 and log[0]["loss_tokens"] == 4 * 19
+    assert log[1]["stale_tokens_dropped"] == 4 * 19 and log[1]["loss_tokens"] == 0
+    assert log[1]["trained_samples"] == 0, "no token is left to train on"
+
+
 def test_old_checkpoints_are_pruned_after_each_publish(tmp_path, groups):
     with FakeTrainerApi(groups[:6]) as api:
         assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 3, "--keep-checkpoints", "2")) == 0

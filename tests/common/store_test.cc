@@ -58,7 +58,7 @@ class StoreTest : public ::testing::Test {
 
   int64_t MakeSample(int64_t task_id, int64_t group_id = 1) {
     Result<int64_t> sample =
-        InsertSample(*db_, {.task_id = task_id, .group_id = group_id, .effort = 75, .scaffold = "plain"});
+        InsertSample(*db_, {.task_id = task_id, .group_id = group_id, .effort = 75, .scaffold = "plain", .slot = std::nullopt});
     EXPECT_TRUE(sample.ok()) << sample.status().ToString();
     return sample.ok() ? *sample : 0;
   }
@@ -494,7 +494,7 @@ int DoomedWriter(const std::string& path, int64_t task_id, int fd) {
   alarm(120);  // an orphan if the parent died; SIGALRM ends it
   Result<std::unique_ptr<Database>> db = OpenStore(path);
   if (!db.ok()) return 10;
-  Result<int64_t> committed = InsertSample(**db, {.task_id = task_id, .group_id = 2, .effort = 50, .scaffold = "c"});
+  Result<int64_t> committed = InsertSample(**db, {.task_id = task_id, .group_id = 2, .effort = 50, .scaffold = "c", .slot = std::nullopt});
   if (!committed.ok()) return 11;
   std::vector<Turn> turns;
   for (int i = 0; i < 5; ++i) turns.push_back(MakeTurn(*committed, i, 16, 2));
@@ -502,7 +502,7 @@ int DoomedWriter(const std::string& path, int64_t task_id, int fd) {
 
   Result<sqlite::Transaction> txn = sqlite::Transaction::Begin(**db);
   if (!txn.ok()) return 13;
-  Result<int64_t> doomed = InsertSample(**db, {.task_id = task_id, .group_id = 3, .effort = 50, .scaffold = "d"});
+  Result<int64_t> doomed = InsertSample(**db, {.task_id = task_id, .group_id = 3, .effort = 50, .scaffold = "d", .slot = std::nullopt});
   if (!doomed.ok()) return 14;
   int index = 0;
   for (; index < kTurnsBeforeSignal; ++index) {
@@ -595,6 +595,39 @@ TEST_F(StoreTest, SigkillMidTransactionKeepsOnlyCommittedRows) {
   // The store is writable again: the killed writer's lock died with it.
   const int64_t after = MakeSample(task, 4);
   EXPECT_GT(after, 0);
+}
+
+// A slot keeps one finished attempt; an unfinished one is superseded, and
+// what was trained is recorded once with the mask it trained with.
+TEST_F(StoreTest, ASlotKeepsOneFinishedAttemptAndTrainedIsRecordedOnce) {
+  const int64_t task = MakeTask();
+  NewSample row = NewSampleOf(task, 75);
+  row.group_id = 1;
+  row.slot = 0;
+  const int64_t first = *InsertSample(*db_, row);
+  const int64_t retry = *InsertSample(*db_, row);
+  ASSERT_TRUE(StartSample(*db_, first).ok());
+  Turn turn = MakeTurn(first, 1, 4, 0);
+  turn.loss_mask.assign(4, 1);
+  ASSERT_TRUE(CompleteSample(*db_, Outcome(first, SampleStatus::kCompleted, 1.0), std::vector<Turn>{turn}).ok());
+  ASSERT_TRUE(StartSample(*db_, retry).ok());
+  EXPECT_FALSE(CompleteSample(*db_, Outcome(retry, SampleStatus::kCompleted, 0.0), {}).ok())
+      << "a second finished attempt of slot 0";
+  ASSERT_TRUE(SupersedeUnfinished(*db_, job_id_).ok());
+  EXPECT_EQ(QueryText(*db_, "SELECT status FROM samples WHERE id = " + std::to_string(retry)), "superseded");
+  EXPECT_EQ(QueryText(*db_, "SELECT status FROM samples WHERE id = " + std::to_string(first)), "completed");
+
+  TrainedSample trained{first, {{1, {1, 0, 1, 0}}}};
+  ASSERT_TRUE(RecordTrained(*db_, std::vector<TrainedSample>{trained}, 3).ok());
+  TrainedSample again{first, {{1, {0, 0, 0, 0}}}};
+  ASSERT_TRUE(RecordTrained(*db_, std::vector<TrainedSample>{again}, 5).ok()) << "a retried ack";
+  EXPECT_EQ(QueryText(*db_, "SELECT trained_at_version FROM samples WHERE id = " + std::to_string(first)), "3");
+  EXPECT_EQ(QueryText(*db_, "SELECT hex(loss_mask) FROM turns WHERE turn_index = 1"), "01000100");
+  ASSERT_TRUE(db_->Exec("UPDATE samples SET trained_at_version = NULL").ok());
+  TrainedSample wrong{first, {{1, {1, 1}}}};
+  EXPECT_EQ(RecordTrained(*db_, std::vector<TrainedSample>{wrong}, 4).code(), Code::kInvalidArgument);
+  EXPECT_EQ(QueryText(*db_, "SELECT trained_at_version FROM samples WHERE id = " + std::to_string(first)), "NULL")
+      << "nothing written";
 }
 
 }  // namespace

@@ -161,6 +161,9 @@ TEST_P(EnginePinTest, APinnedSampleRecomputedAfterASwapTakesNoNewVersionBlocksFr
 
 // p0 pinned to version 0 and paused, p1 admitted under version 1 (pinned,
 // paused), and a swap to version 2 that needs a third version: waiting.
+// Each is long enough to be still generating when its pause lands on a
+// loaded machine (at 30 tokens p1 once finished first).
+constexpr int64_t kPinnedTokens = 150;
 struct WaitingThirdVersion {
   testing::TempDir root;
   std::unique_ptr<Engine> engine;
@@ -171,10 +174,10 @@ struct WaitingThirdVersion {
 void StartWaitingSwap(const char* name, WaitingThirdVersion* t) {
   t->engine = StartEngine(LoadShipped(name));
   Engine& engine = *t->engine;
-  t->p0.stream = *engine.Submit(Pinned(Prompt(1, 25), 30, 1));
+  t->p0.stream = *engine.Submit(Pinned(Prompt(1, 25), kPinnedTokens, 1));
   PauseAfter(engine, &t->p0, 3);
   ASSERT_TRUE(engine.SwapWeights(OtherWeights(name, t->root.path()), 1).ok());
-  t->p1.stream = *engine.Submit(Pinned(Prompt(2, 25), 30, 2));  // admitted under version 1
+  t->p1.stream = *engine.Submit(Pinned(Prompt(2, 25), kPinnedTokens, 2));  // admitted under version 1
   PauseAfter(engine, &t->p1, 3);
   auto original = Model::Load(std::string("models/") + name);
   ASSERT_TRUE(original.ok());
@@ -201,10 +204,10 @@ TEST_P(EnginePinTest, ASwapThatWouldNeedAThirdVersionWaitsForTheOldestToBeLetGo)
   ASSERT_EQ(t.swap.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   EXPECT_TRUE(t.swap.get().ok());
   EXPECT_EQ(engine.weight_version(), 2);
-  EXPECT_EQ(t.p0.choice.versions, std::vector<int64_t>(30, 0));
+  EXPECT_EQ(t.p0.choice.versions, std::vector<int64_t>(kPinnedTokens, 0));
   ASSERT_TRUE(engine.Resume(t.p1.id).ok());
   Finish(&t.p1);
-  EXPECT_EQ(t.p1.choice.versions, std::vector<int64_t>(30, 1));
+  EXPECT_EQ(t.p1.choice.versions, std::vector<int64_t>(kPinnedTokens, 1));
   EXPECT_TRUE(ResidentVersionsReach(engine, 1));
 }
 

@@ -188,8 +188,8 @@ TEST(AppArmorProfileTest, WithoutAppArmorInTheKernelNothingIsLoadedOrReclaimed) 
   auto reclaimed = ReclaimAppArmorProfiles();
   ASSERT_TRUE(reclaimed.ok());
   EXPECT_TRUE(reclaimed->empty());
-  AppArmorProfile none;
-  EXPECT_TRUE(none.Unload().ok());
+  AppArmorProfiles::Lease none;
+  EXPECT_TRUE(none.Release().ok());
 }
 
 }  // namespace

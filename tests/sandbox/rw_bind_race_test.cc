@@ -195,7 +195,7 @@ TEST_F(RwBindRaceTest, AHostSwapperNeverMovesASandboxRunRwBind) {
 TEST_F(RwBindRaceTest, ASwapperInAnotherSandboxNeverMovesABindOutOfTheWorkspace) {
   const std::string p = dir_ + "/ws/p";
   WriteFile(p + "/swap.py",
-            "import ctypes, os, sys\n"
+            "import ctypes, os, sys, time\n"
             "libc = ctypes.CDLL(None, use_errno=True)\n"
             "p, host = sys.argv[1], sys.argv[2]\n"
             "os.makedirs(p + '/a/work')\n"
@@ -204,7 +204,12 @@ TEST_F(RwBindRaceTest, ASwapperInAnotherSandboxNeverMovesABindOutOfTheWorkspace)
             "open(p + '/ready', 'w').write(str(os.getpid()))\n"
             "a, s = (p + '/a').encode(), (p + '/s').encode()\n"
             "while True:\n"
-            "    libc.renameat2(-100, a, -100, s, 2)  # AT_FDCWD, RENAME_EXCHANGE\n");
+            "    libc.renameat2(-100, a, -100, s, 2)  # AT_FDCWD, RENAME_EXCHANGE\n"
+            "    libc.renameat2(-100, a, -100, s, 2)\n"
+            // Swapped out and back, then a pause with the workspace in place,
+            // so that some creates get through (under load none did) while
+            // each create's check-to-bind window still meets swaps.
+            "    time.sleep(0.0002)\n");
   auto reply = client_->Send(HttpMethod::kPost, "/v1/sandboxes", Json{{"rw_paths", {p}}}.dump(), "application/json");
   ASSERT_TRUE(reply.ok() && reply->status == 201) << (reply.ok() ? reply->body : reply.status().ToString());
   auto json = ParseJson(reply->body);

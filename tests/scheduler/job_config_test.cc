@@ -115,6 +115,19 @@ TEST(JobConfigTest, UnknownTaskFamilyNamesTheItem) {
       << config.status().message();
 }
 
+// model.device: where the embedded engine runs; checked as it parses.
+TEST(JobConfigTest, ModelDeviceIsReadAndChecked) {
+  auto defaults = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->model.device, "cpu");
+  auto gpu = Parse("kind: rl_job\nname: j\nmodel: {path: models/default, device: 'cuda:1'}\ntasks: {families: [arithmetic]}\n");
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  EXPECT_EQ(gpu->model.device, "cuda:1");
+  auto bad = Parse("kind: rl_job\nname: j\nmodel: {path: models/default, device: tpu}\ntasks: {families: [arithmetic]}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "j.yaml:3: model.device: 'tpu' is not a device (expected cpu, cuda or cuda:N)");
+}
+
 TEST(JobConfigTest, MissingModelPathIsRefused) {
   auto config = Parse("kind: rl_job\nname: j\nmodel: {path: models/nowhere}\ntasks: {families: [arithmetic]}\n");
   ASSERT_FALSE(config.ok());

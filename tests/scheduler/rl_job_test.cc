@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -257,6 +258,66 @@ TEST_F(RlJobTest, ARunningJobOfTheSameNameIsNotStartedTwice) {
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), Code::kAlreadyExists);
   EXPECT_NE(again.status().message().find("resume it with --resume twice"), std::string::npos);
+}
+
+// Slot 0 of a group was still running when the job died and slot 1 had
+// finished: the resume runs slot 0 (counting finished samples would have
+// run slot 1 again, with slot 1's seed, and never slot 0), and keeps the
+// interrupted attempt as superseded, out of the export.
+TEST_F(RlJobTest, AResumedGroupRunsOnlyItsMissingSlotAndKeepsTheRetriedAttemptAsSuperseded) {
+  const JobConfig config = Load(WriteConfig("slots", 1));
+  auto first = RunRlJob(config, {});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  int64_t interrupted = 0, kept = 0;
+  {
+    auto db = Store();
+    interrupted = Count(*db, "SELECT id FROM samples WHERE group_id = 1 AND slot = 0");
+    kept = Count(*db, "SELECT id FROM samples WHERE group_id = 1 AND slot = 1");
+    ASSERT_TRUE(db->Exec("UPDATE samples SET status = 'running' WHERE id = " + std::to_string(interrupted)).ok());
+    ASSERT_TRUE(db->Exec("UPDATE jobs SET status = 'paused'").ok());
+  }
+  RlJobOptions options;
+  options.resume = "slots";
+  auto resumed = RunRlJob(config, options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString();
+  EXPECT_EQ(resumed->samples_done, 1) << "only the missing slot ran";
+
+  auto db = Store();
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status IN ('completed', 'failed')"), 4);
+  EXPECT_EQ(Count(*db, "SELECT count(DISTINCT group_id || '/' || slot) FROM samples WHERE status IN ('completed', 'failed')"), 4)
+      << "one finished sample per (group, slot)";
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE group_id = 1 AND slot = 0 AND status = 'completed' AND id > " +
+                           std::to_string(kept)),
+            1) << "slot 0 ran again";
+  auto status = db->Prepare("SELECT status, error FROM samples WHERE id = ?1");
+  ASSERT_TRUE(status->Bind(1, interrupted).ok());
+  ASSERT_TRUE(*status->Step());
+  EXPECT_EQ(status->ColumnText(0), "superseded");
+  EXPECT_EQ(status->ColumnText(1), "interrupted: the job stopped before the sample finished");
+
+  const auto exported = [&](const std::string& extra) {
+    const std::string out = dir_ + "/samples.jsonl";
+    const std::string command =
+        std::string(FLASHROLL_BIN) + " export --store " + dir_ + "/store.db --job slots --output " + out + extra + " 2>/dev/null";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    std::vector<nlohmann::json> lines;
+    std::ifstream in(out);
+    for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+    return lines;
+  };
+  std::map<std::pair<int64_t, int64_t>, int> rows;
+  for (const nlohmann::json& j : exported("")) {
+    ++rows[{j["group_id"].get<int64_t>(), j["slot"].get<int64_t>()}];
+    EXPECT_NE(j["sample_id"].get<int64_t>(), interrupted);
+    EXPECT_TRUE(j.contains("trained_at_version") && j["trained_at_version"].is_null()) << "no trainer: never consumed";
+  }
+  EXPECT_EQ(rows, (std::map<std::pair<int64_t, int64_t>, int>{{{1, 0}, 1}, {{1, 1}, 1}, {{2, 0}, 1}, {{2, 1}, 1}}));
+  const std::vector<nlohmann::json> all = exported(" --all-attempts");
+  ASSERT_EQ(all.size(), 5u);
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [&](const nlohmann::json& j) {
+              return j["sample_id"] == interrupted && j["status"] == "superseded" && j["slot"] == 0;
+            }),
+            1);
 }
 
 // The real path: the CLI, SIGKILL mid-job, then --resume.

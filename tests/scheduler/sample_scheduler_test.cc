@@ -13,7 +13,7 @@ using Clock = SampleScheduler::Clock;
 std::vector<GroupPlan> Groups(std::vector<std::pair<int64_t, std::string>> task_family, int effort = 100) {
   std::vector<GroupPlan> plan;
   for (size_t i = 0; i < task_family.size(); ++i) {
-    plan.push_back({static_cast<int64_t>(i + 1), task_family[i].first, task_family[i].second, effort});
+    plan.push_back({static_cast<int64_t>(i + 1), task_family[i].first, task_family[i].second, effort, {}});
   }
   return plan;
 }
@@ -153,15 +153,15 @@ TEST(SampleSchedulerTest, SynchronousRoundsWaitForTheWholeRound) {
 TEST(SampleSchedulerTest, AResumedJobRunsOnlyTheMissingSlots) {
   const auto t0 = Clock::now();
   auto plan = Groups({{0, "a"}, {1, "a"}, {2, "a"}});
-  plan[0].slots_done = 4;  // finished before the job stopped
-  plan[1].slots_done = 3;
+  plan[0].slots_done = {0, 1, 2, 3};  // finished before the job stopped
+  plan[1].slots_done = {0, 1, 3};    // slot 2 was running
   SampleScheduler s(Policy(4, 4, 4), plan, t0);
   EXPECT_EQ(s.groups_total(), 3);
   EXPECT_EQ(s.groups_finished(), 1);
   auto started = Drain(s, t0);
   ASSERT_EQ(started.size(), 1u) << "group 3 needs 4 slots; only 3 are free while group 2's last runs";
   EXPECT_EQ(started[0].group_id, 2);
-  EXPECT_EQ(started[0].slot, 3);
+  EXPECT_EQ(started[0].slot, 2) << "the missing slot, not the next number after the finished count";
   s.Finish(started[0], 10, false);
   EXPECT_EQ(s.TakeFinishedGroups(), std::vector<int64_t>{2});
   EXPECT_EQ(Drain(s, t0).size(), 4u);

@@ -157,6 +157,9 @@ TEST_F(TrainerApiTest, BadQueryValuesNameTheParameter) {
       {"timeout=", "timeout: expected seconds"},
       {"format=xml", "format: expected \"json\" or \"binary\", got \"xml\""},
       {"max_group=2", "max_group: unknown"},
+      {"trainer_version=-1", "trainer_version: expected a whole number"},
+      {"trainer_version=v3", "trainer_version: expected a whole number, got \"v3\""},
+      {"trainer_version=4294967296", "trainer_version: more than a weight version can be"},
   };
   for (const auto& [query, message] : cases) {
     HttpResponse reply = Get("/v1/batches?" + query);
@@ -246,6 +249,53 @@ TEST_F(TrainerApiTest, ExactlyOnceAcrossAnExpiredLease) {
   EXPECT_EQ(ParseJson(ack.body).value(), Json({{"lease", retaken.id}}));
   EXPECT_EQ(Get("/v1/batches?timeout=0").status, 204) << "nothing is handed out a third time";
   EXPECT_EQ(queue_->Stats().consumed, 2);
+}
+
+// A group that waited on a straggler: its first sample was sampled by
+// version 0 and finished when version 0 was current (mask 1 then), the
+// straggler by version 3. Trained by version 3 with max_staleness 1, the
+// first sample's tokens are too stale; the mask is the lease's, so a lease
+// that expires and goes to a trainer at another version is masked anew.
+TEST_F(TrainerApiTest, ALeaseMasksTokensPastTheStalenessBoundOfTheTrainersVersion) {
+  api_.reset();
+  TrainerApiOptions options = Options();
+  options.max_staleness = 1;
+  options.initial_version = 0;
+  Result<std::unique_ptr<TrainerApi>> api = TrainerApi::Start(queue_.get(), options);
+  ASSERT_TRUE(api.ok()) << api.status().ToString();
+  api_ = std::move(api).value();
+  client_ = Client(kToken);
+
+  TrainingGroup straggling = MakeGroup(1);
+  for (size_t i = 0; i < straggling.samples.size(); ++i) {
+    for (int32_t& v : straggling.samples[i].versions) {
+      if (v >= 0) v = i == 0 ? 0 : 3;
+    }
+  }
+  ASSERT_TRUE(queue_->Add(straggling).ok());
+  const std::vector<uint8_t> sampled_kept = {0, 0, 1}, sampled_masked = {0, 0, 0};
+
+  BatchLease at_3 = LeaseOverHttp("timeout=0&trainer_version=3");
+  ASSERT_EQ(at_3.groups.size(), 1u);
+  EXPECT_EQ(at_3.groups[0].samples[0].loss_mask, sampled_masked) << "3 - 0 > max_staleness 1";
+  EXPECT_EQ(at_3.groups[0].samples[1].loss_mask, (std::vector<uint8_t>{0, 0, 1, 1}));
+  EXPECT_EQ(at_3.groups[0].samples[0].versions, straggling.samples[0].versions) << "versions are served as stored";
+
+  // The lease expires; a trainer at version 1 gets the group with version
+  // 0's tokens trained again.
+  clock_.Advance(seconds(11));
+  BatchLease at_1 = LeaseOverHttp("timeout=0&trainer_version=1");
+  ASSERT_EQ(at_1.groups.size(), 1u);
+  EXPECT_EQ(at_1.groups[0].samples[0].loss_mask, sampled_kept);
+
+  // Without trainer_version the bound is against the last version posted
+  // to /v1/weights: the trainer holds at least that one.
+  clock_.Advance(seconds(11));
+  ASSERT_EQ(Post("/v1/weights", R"({"path": "v2", "version": 2})").status, 200);
+  BatchLease at_2 = LeaseOverHttp("timeout=0");
+  ASSERT_EQ(at_2.groups.size(), 1u);
+  EXPECT_EQ(at_2.groups[0].samples[0].loss_mask, sampled_masked) << "2 - 0 > max_staleness 1";
+  EXPECT_EQ(at_2.groups[0].samples[1].loss_mask, (std::vector<uint8_t>{0, 0, 1, 1}));
 }
 
 TEST_F(TrainerApiTest, UnknownLeaseAckIs404) {

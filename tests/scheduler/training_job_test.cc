@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -207,6 +208,87 @@ TEST_F(TrainingJobTest, SamplesRunningAtASwapContinueOnTheNewWeightsWithoutResta
   }
   EXPECT_GT(spanning, 0) << "a sample generating at the swap carries tokens of both versions";
   EXPECT_GT(on_new, 0);
+}
+
+// A test double of a trainer: lets the two groups the staleness gate opens
+// without a trainer finish (every token sampled by version 0, and masked 1
+// when its sample finished), publishes versions 1 and 2 (copies of the
+// model), then leases them as a trainer holding version 2, writes, per
+// sample, its sampled tokens and how many the served mask keeps, acks (twice)
+// and publishes version 3, the update that trained them.
+constexpr char kLateTrainer[] = R"PY(
+import json, os, shutil, sys, time, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+def call(path, body=None):
+    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)
+while call("/v1/status")["groups_done"] < 2:
+    time.sleep(0.1)
+for version in (1, 2):
+    name = "v%06d" % version
+    os.makedirs(os.path.join(root, name))
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
+    call("/v1/weights", {"path": name, "version": version})
+while call("/v1/status")["weight_version"] < 2:
+    time.sleep(0.1)
+batch = call("/v1/batches?min_groups=2&timeout=30&trainer_version=2")
+with open(os.path.join(os.path.dirname(root), "masks.txt"), "w") as out:
+    for g in batch["groups"]:
+        for s in g["samples"]:
+            out.write("%d %d %d\n" % (max(s["versions"]), sum(v >= 0 for v in s["versions"]), sum(s["loss_mask"])))
+call("/v1/batches/%s/ack" % batch["lease"], {})
+call("/v1/batches/%s/ack" % batch["lease"], {})  # a retried ack changes nothing
+name = "v000003"  # the update of that step, durable: the samples are recorded trained at version 2
+os.makedirs(os.path.join(root, name))
+for f in ("config.json", "model.safetensors"):
+    shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
+call("/v1/weights", {"path": name, "version": 3})
+)PY";
+
+// Staleness is bounded when a token is trained, not when its sample
+// finished: version 0's tokens, fresh when their samples finished, are two
+// versions older than the trainer that leases them (max_staleness 1).
+TEST_F(TrainingJobTest, TokensTooStaleForTheLeasingTrainersVersionAreMasked) {
+  std::ofstream(dir_ + "/late.py") << kLateTrainer;
+  const JobConfig config = Load(WriteConfig("late", "  command: [/usr/bin/python3, " + dir_ + "/late.py]\n  restarts: 0\n"));
+  auto summary = RunRlJob(config, {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/late-trainer.log");
+  EXPECT_EQ(summary->weight_version, 3);
+  std::istringstream masks(ReadAll(dir_ + "/masks.txt"));
+  int samples = 0;
+  for (int max_version = 0, sampled = 0, kept = 0; masks >> max_version >> sampled >> kept; ++samples) {
+    EXPECT_EQ(max_version, 0) << "sample " << samples;
+    EXPECT_GT(sampled, 0) << "sample " << samples;
+    EXPECT_EQ(kept, 0) << "sample " << samples << ": " << sampled << " tokens of version 0 trained by version 2";
+  }
+  EXPECT_EQ(samples, 4) << ReadAll(dir_ + "/late-trainer.log");
+  // Version 3 made that step durable: the store records the samples trained
+  // at version 2 with the mask the step trained with (the export shows both).
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  int trained = 0;
+  for (int64_t group : {1, 2}) {
+    auto stored = LoadGroupSamples(**db, summary->job_id, group);
+    ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+    for (const StoredSample& s : *stored) {
+      ++trained;
+      EXPECT_EQ(s.trained_at_version, 2) << "sample " << s.sample.sample_id;
+      EXPECT_EQ(std::count(s.sample.loss_mask.begin(), s.sample.loss_mask.end(), 1), 0) << "sample " << s.sample.sample_id;
+    }
+  }
+  EXPECT_EQ(trained, 4);
+  auto untrained = (*db)->Prepare("SELECT count(*) FROM samples WHERE group_id > 2 AND trained_at_version IS NOT NULL");
+  ASSERT_TRUE(untrained.ok());
+  ASSERT_TRUE(*untrained->Step());
+  EXPECT_EQ(untrained->ColumnInt64(0), 0) << "groups never consumed have no trained_at_version";
+  auto versions = (*db)->Prepare("SELECT group_concat(version) FROM (SELECT version FROM weight_versions ORDER BY version)");
+  ASSERT_TRUE(versions.ok());
+  ASSERT_TRUE(*versions->Step());
+  EXPECT_EQ(versions->ColumnText(0), "1,2,3") << "each published version is recorded";
 }
 
 // A test double of a trainer: publishes weights the job must refuse, writes

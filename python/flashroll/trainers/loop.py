@@ -3,7 +3,11 @@ and gradients, ack, step, checkpoint, publish, log.
 
 Per step:
   1. lease --groups-per-step groups (long poll; a timeout polls again, a
-     closed queue ends the run with exit status 0);
+     closed queue ends the run with exit status 0), saying which version
+     the trainer holds (trainer_version), against which the job masks
+     tokens more than --max-staleness versions older; the trainer checks
+     the mask again and drops (and counts, stale_tokens_dropped) any token
+     that is still past the bound;
   2. forward and backward in micro-batches of at most --micro-batch-tokens
      padded tokens, gradients summed (each micro-batch's loss is divided by
      the whole step's denominator);
@@ -54,6 +58,9 @@ def arg_parser(description):
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--grad-clip", type=float, default=1.0, help="max gradient norm (0: no clipping)")
     p.add_argument("--groups-per-step", type=int, default=1)
+    p.add_argument("--max-staleness", type=int, default=None,
+                   help="train no token sampled more than this many versions before the weights that compute "
+                        "its loss (the job's scheduler.max_staleness; default: no bound)")
     p.add_argument("--temperature", type=float, default=1.0,
                    help="the job's sampling temperature: logprobs are log_softmax(logits / T)")
     p.add_argument("--loss-agg", choices=["token_mean", "dr_grpo"], default="token_mean")
@@ -104,6 +111,24 @@ def micro_batches(pairs, budget):
         longest = max(longest, n)
     if chunk:
         yield chunk
+
+
+def drop_stale_tokens(pairs, version, max_staleness):
+    """Clears the loss mask of every token sampled more than max_staleness
+    versions before `version` (or not sampled at all); returns how many
+    masked-in tokens it cleared. The job already masked the batch against
+    the version named at lease time: a nonzero count means it did not."""
+    if max_staleness is None:
+        return 0
+    dropped = 0
+    for _, s in pairs:
+        versions = np.asarray(s.versions)
+        fresh = (versions >= 0) & (version - versions <= max_staleness)
+        stale = (np.asarray(s.loss_mask) != 0) & ~fresh
+        if stale.any():
+            dropped += int(stale.sum())
+            s.loss_mask = np.where(stale, 0, s.loss_mask).astype(np.uint8)
+    return dropped
 
 
 def _per_effort(pairs, value):
@@ -176,7 +201,9 @@ class Trainer:
         # to the loss leaves the loss and its gradient exactly as they were.
         masked_per_sample = torch.tensor([float(s.loss_mask.sum()) for _, s in pairs])  # [B]
         denominator = losses.loss_denominator(masked_per_sample, args.loss_agg, self.max_tokens)
-        pairs = [pair for pair in pairs if self.objective.trains_on(pair[1])]
+        # Every objective's loss is a masked-token sum: a sample with no
+        # token to train on adds nothing either.
+        pairs = [pair for pair in pairs if pair[1].loss_mask.any() and self.objective.trains_on(pair[1])]
         contexts = self.objective.prepare(pairs)
         sums = defaultdict(float)
         at = 0
@@ -246,7 +273,8 @@ class Trainer:
         with open(args.log, "a") as log:
             while self.step < args.steps:
                 try:
-                    batch = self.client.lease(args.groups_per_step, timeout=args.poll_timeout)
+                    batch = self.client.lease(args.groups_per_step, timeout=args.poll_timeout,
+                                              trainer_version=self.version)
                 except QueueClosed as e:
                     print(f"the job has finished ({e.message}); stopping at step {self.step}", file=sys.stderr)
                     return 0
@@ -254,6 +282,8 @@ class Trainer:
                     continue
                 start = time.monotonic()
                 pairs = batch.samples()
+                trained_at = self.version  # the weights that compute this step's loss
+                stale_dropped = drop_stale_tokens(pairs, trained_at, args.max_staleness)
                 self.optimizer.zero_grad(set_to_none=True)
                 metrics = self._forward_backward(pairs)
                 try:
@@ -275,7 +305,8 @@ class Trainer:
                     checkpoints.prune(args.checkpoint_root, args.keep_checkpoints)
                 seconds = time.monotonic() - start
                 record = {"step": self.step, "version": self.version, **batch_metrics(pairs), **metrics,
-                          "grad_norm": float(grad_norm), "seconds": seconds}
+                          "grad_norm": float(grad_norm), "stale_tokens_dropped": stale_dropped,
+                          "trained_at_version": trained_at, "seconds": seconds}
                 record["tokens_per_s"] = record["tokens"] / seconds
                 log.write(json.dumps(record) + "\n")
                 log.flush()

@@ -1,0 +1,279 @@
+// The CUDA backend: weights (device_weights.h), the paged KV pool and every
+// step's activations live on one GPU; kernels.h runs the decoder. Only the
+// step's inputs (tokens, positions, block tables, RoPE angles) go up and the
+// wanted logits come down.
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_weights.h"
+#include "engine/cuda/kernels.h"
+#include "engine/serving/backend.h"
+
+namespace flashroll::engine {
+namespace {
+
+using cuda::CudaCheck;
+using cuda::DeviceBuffer;
+
+class CudaStream {
+ public:
+  CudaStream() = default;
+  ~CudaStream() {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  Status Create() { return CudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream"); }
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// Host vector `v` copied into `buffer` (grown as needed) on `stream`.
+template <typename T>
+Status Upload(const std::vector<T>& v, DeviceBuffer* buffer, cudaStream_t stream) {
+  const size_t bytes = v.size() * sizeof(T);
+  FR_RETURN_IF_ERROR(buffer->Reserve(bytes == 0 ? sizeof(T) : bytes));
+  if (bytes == 0) return Status::Ok();
+  return CudaCheck(cudaMemcpyAsync(buffer->get(), v.data(), bytes, cudaMemcpyHostToDevice, stream), "uploading a step");
+}
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(const DeviceSpec& device) : device_(device) {}
+
+  Status Init(const Model& model) {
+    FR_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device_.ordinal), "selecting the GPU"));
+    FR_RETURN_IF_ERROR(stream_.Create());
+    FR_ASSIGN_OR_RETURN(weights_, cuda::DeviceWeights::Upload(model));
+    return Status::Ok();
+  }
+
+  const char* name() const override { return "cuda"; }
+
+  Status AllocateKv(const KvLayout& layout, int64_t num_blocks) override {
+    FR_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device_.ordinal), "selecting the GPU"));
+    layout_ = layout;
+    keys_.clear();
+    values_.clear();
+    keys_.resize(static_cast<size_t>(layout.num_layers));
+    values_.resize(static_cast<size_t>(layout.num_layers));
+    const size_t bytes = static_cast<size_t>(layout.HalfBlockBytes() * num_blocks);
+    for (int64_t l = 0; l < layout.num_layers; ++l) {
+      Status st = keys_[l].Reserve(bytes);
+      if (st.ok()) st = values_[l].Reserve(bytes);
+      if (!st.ok()) return st.Wrap("the KV pool of " + std::to_string(num_blocks) + " blocks");
+    }
+    num_blocks_ = num_blocks;
+    return Status::Ok();
+  }
+
+  void CopyKvBlock(int32_t from, int32_t to) override {
+    if (!error_.ok()) return;
+    cudaSetDevice(device_.ordinal);
+    const size_t half = static_cast<size_t>(layout_.HalfBlockBytes());
+    for (int64_t l = 0; l < layout_.num_layers; ++l) {
+      for (DeviceBuffer* base : {&keys_[l], &values_[l]}) {
+        Keep(cudaMemcpyAsync(base->get<uint8_t>() + to * half, base->get<uint8_t>() + from * half, half,
+                             cudaMemcpyDeviceToDevice, stream_.get()),
+             "copying a KV block");
+      }
+    }
+  }
+
+  void ExportKv(std::span<const int32_t> blocks, int64_t tokens, uint8_t* out) const override {
+    MoveKv(blocks, tokens, out, /*to_host=*/true);
+  }
+
+  void ImportKv(std::span<const int32_t> blocks, int64_t tokens, const uint8_t* in) override {
+    MoveKv(blocks, tokens, const_cast<uint8_t*>(in), /*to_host=*/false);
+  }
+
+  void SetModel(const Model& model) override {
+    if (weights_ && weights_->model == &model) return;
+    cudaSetDevice(device_.ordinal);
+    cudaStreamSynchronize(stream_.get());
+    weights_.reset();  // room for the incoming weights
+    Result<std::unique_ptr<cuda::DeviceWeights>> w = cuda::DeviceWeights::Upload(model);
+    if (!w.ok()) {
+      error_ = w.status().Wrap("loading new weights onto the GPU");
+      return;
+    }
+    weights_ = std::move(*w);
+  }
+
+  Status Forward(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed) override {
+    if (!error_.ok()) return error_;
+    if (keys_.empty()) return Status::FailedPrecondition("the CUDA backend has no KV storage yet");
+    if (!weights_) return Status::FailedPrecondition("the CUDA backend has no weights");
+    Status st = Run(batch, logits);
+    if (!st.ok()) error_ = st;  // the stream's state after a failed step is unknown
+    if (routed) routed->clear();
+    return st;
+  }
+
+ private:
+  void Keep(cudaError_t err, const char* what) const {
+    if (err != cudaSuccess && error_.ok()) error_ = CudaCheck(err, what);
+  }
+
+  // Copies a sequence's first `tokens` positions between the paged blocks
+  // and `host`, laid out as PagedKvStorage::ExportTokens says.
+  void MoveKv(std::span<const int32_t> blocks, int64_t tokens, uint8_t* host, bool to_host) const {
+    if (!error_.ok()) return;
+    cudaSetDevice(device_.ordinal);
+    const int64_t bs = layout_.block_size;
+    const int64_t half = layout_.HalfBlockBytes();
+    const int64_t row = layout_.head_dim * layout_.ElementBytes();
+    const int64_t used = (tokens + bs - 1) / bs;
+    staging_.resize(static_cast<size_t>(used * half));
+    Keep(cudaStreamSynchronize(stream_.get()), "finishing the step before moving KV");
+    uint8_t* cursor = host;
+    for (int64_t l = 0; l < layout_.num_layers; ++l) {
+      for (const DeviceBuffer* base : {&keys_[l], &values_[l]}) {
+        // Whole blocks down (an import keeps the slots it does not write).
+        for (int64_t b = 0; b < used; ++b) {
+          Keep(cudaMemcpy(&staging_[b * half], base->get<uint8_t>() + blocks[b] * half, half, cudaMemcpyDeviceToHost),
+               "reading KV blocks");
+        }
+        for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
+          for (int64_t t = 0; t < tokens; ++t, cursor += row) {
+            uint8_t* slot = &staging_[(t / bs) * half + (h * bs + t % bs) * row];
+            if (to_host) {
+              std::memcpy(cursor, slot, static_cast<size_t>(row));
+            } else {
+              std::memcpy(slot, cursor, static_cast<size_t>(row));
+            }
+          }
+        }
+        if (to_host) continue;
+        for (int64_t b = 0; b < used; ++b) {
+          Keep(cudaMemcpy(base->get<uint8_t>() + blocks[b] * half, &staging_[b * half], half, cudaMemcpyHostToDevice),
+               "writing KV blocks");
+        }
+      }
+    }
+  }
+
+  Status Run(const ForwardBatch& batch, float* logits) {
+    const Model& model = *weights_->model;
+    const ModelConfig& c = model.config();
+    FR_RETURN_IF_ERROR(model.PlanRows(batch, &positions_, &tables_));
+    FR_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device_.ordinal), "selecting the GPU"));
+    const cudaStream_t s = stream_.get();
+    const int64_t n = static_cast<int64_t>(batch.tokens.size());
+    const int64_t hidden = c.hidden_size, hd = c.head_dim, heads = c.num_heads, kvh = c.num_kv_heads;
+    const int64_t q_dim = heads * hd, kv_dim = kvh * hd, width = c.intermediate_size;
+    const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
+
+    // The step's inputs: every sequence's block table once, rows pointing in.
+    flat_tables_.clear();
+    table_offsets_.clear();
+    for (const BatchSequence& seq : batch.seqs) {
+      const int64_t offset = static_cast<int64_t>(flat_tables_.size());
+      const int64_t blocks = (seq.start + seq.num_tokens + layout_.block_size - 1) / layout_.block_size;
+      for (int64_t b = 0; b < blocks; ++b) {
+        if (seq.block_table[b] < 0 || seq.block_table[b] >= num_blocks_) {
+          return Status::InvalidArgument("block " + std::to_string(seq.block_table[b]) + " is outside the KV pool");
+        }
+      }
+      flat_tables_.insert(flat_tables_.end(), seq.block_table, seq.block_table + blocks);
+      for (int64_t i = 0; i < seq.num_tokens; ++i) table_offsets_.push_back(offset);
+    }
+    rope_.resize(static_cast<size_t>(n * hd));
+    model.RopeTable(positions_.data(), n, rope_.data());
+    FR_RETURN_IF_ERROR(Upload(batch.tokens, &d_tokens_, s));
+    FR_RETURN_IF_ERROR(Upload(positions_, &d_positions_, s));
+    FR_RETURN_IF_ERROR(Upload(table_offsets_, &d_offsets_, s));
+    FR_RETURN_IF_ERROR(Upload(flat_tables_, &d_tables_, s));
+    FR_RETURN_IF_ERROR(Upload(rope_, &d_rope_, s));
+    FR_RETURN_IF_ERROR(Upload(batch.logit_rows, &d_logit_rows_, s));
+    const size_t f = sizeof(float);
+    FR_RETURN_IF_ERROR(x_.Reserve(n * hidden * f));
+    FR_RETURN_IF_ERROR(h_.Reserve(std::max(n, rows) * hidden * f));
+    FR_RETURN_IF_ERROR(y_.Reserve(n * hidden * f));
+    FR_RETURN_IF_ERROR(q_.Reserve(n * q_dim * f));
+    FR_RETURN_IF_ERROR(attn_.Reserve(n * q_dim * f));
+    FR_RETURN_IF_ERROR(k_.Reserve(n * kv_dim * f));
+    FR_RETURN_IF_ERROR(v_.Reserve(n * kv_dim * f));
+    FR_RETURN_IF_ERROR(gate_.Reserve(n * width * f));
+    FR_RETURN_IF_ERROR(up_.Reserve(n * width * f));
+    FR_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(rows, 1) * c.vocab_size * f));
+
+    float* x = x_.get<float>();
+    float* h = h_.get<float>();
+    float* y = y_.get<float>();
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    cuda::EmbedRows(weights_->embed, d_tokens_.get<int32_t>(), n, x, s);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const cuda::DeviceWeights::Layer& w = weights_->layers[l];
+      cuda::RmsNormRows(x, nullptr, n, hidden, w.attn_norm, eps, h, s);
+      cuda::MatMul(w.q, h, n, q_.get<float>(), s);
+      cuda::MatMul(w.k, h, n, k_.get<float>(), s);
+      cuda::MatMul(w.v, h, n, v_.get<float>(), s);
+      cuda::KvView kv;
+      kv.keys = keys_[l].get();
+      kv.values = values_[l].get();
+      kv.bf16 = layout_.dtype == KvDType::kBF16;
+      kv.block_size = layout_.block_size;
+      kv.num_kv_heads = kvh;
+      kv.head_dim = hd;
+      kv.positions = d_positions_.get<int64_t>();
+      kv.tables = d_tables_.get<int32_t>();
+      kv.table_offsets = d_offsets_.get<int64_t>();
+      cuda::QkvPost(q_.get<float>(), k_.get<float>(), v_.get<float>(), w.q_bias, w.k_bias, w.v_bias, w.q_norm,
+                    w.k_norm, eps, d_rope_.get<float>(), n, heads, kv, s);
+      cuda::Attention(q_.get<float>(), n, heads, scale, kv, attn_.get<float>(), s);
+      cuda::MatMul(w.o, attn_.get<float>(), n, y, s);
+      cuda::AddInPlace(x, y, n * hidden, s);
+      cuda::RmsNormRows(x, nullptr, n, hidden, w.ffn_norm, eps, h, s);
+      cuda::MatMul(w.gate, h, n, gate_.get<float>(), s);
+      cuda::MatMul(w.up, h, n, up_.get<float>(), s);
+      cuda::SwiGlu(gate_.get<float>(), up_.get<float>(), n * width, gate_.get<float>(), s);
+      cuda::MatMul(w.down, gate_.get<float>(), n, y, s);
+      cuda::AddInPlace(x, y, n * hidden, s);
+    }
+    FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the decoder kernels"));
+    if (rows > 0) {
+      cuda::RmsNormRows(x, d_logit_rows_.get<int64_t>(), rows, hidden, weights_->final_norm, eps, h, s);
+      cuda::MatMul(weights_->lm_head, h, rows, logits_.get<float>(), s);
+      FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the LM head"));
+      FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(logits, logits_.get(), rows * c.vocab_size * f,
+                                                   cudaMemcpyDeviceToHost, s),
+                                   "copying the logits back"));
+    }
+    return CudaCheck(cudaStreamSynchronize(s), "running the step");
+  }
+
+  DeviceSpec device_;
+  CudaStream stream_;
+  std::unique_ptr<cuda::DeviceWeights> weights_;
+  KvLayout layout_;
+  int64_t num_blocks_ = 0;
+  std::vector<DeviceBuffer> keys_, values_;
+  mutable Status error_;  // the first failure outside Forward, returned by the next Forward
+  mutable std::vector<uint8_t> staging_;
+  // Step inputs (host, then device) and activations.
+  std::vector<int64_t> positions_, table_offsets_;
+  std::vector<const int32_t*> tables_;
+  std::vector<int32_t> flat_tables_;
+  std::vector<float> rope_;
+  DeviceBuffer d_tokens_, d_positions_, d_offsets_, d_tables_, d_rope_, d_logit_rows_;
+  DeviceBuffer x_, h_, y_, q_, attn_, k_, v_, gate_, up_, logits_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> NewCudaBackend(const Model& model, const DeviceSpec& device) {
+  FR_RETURN_IF_ERROR(CheckDevice(device, 0));
+  auto backend = std::make_unique<CudaBackend>(device);
+  Status st = backend->Init(model);
+  if (!st.ok()) return st.Wrap(DeviceName(device));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace flashroll::engine

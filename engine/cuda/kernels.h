@@ -1,0 +1,75 @@
+// The CUDA backend's kernels (kernels.cu), callable from host C++.
+//
+// Every reduction runs in one fixed order that depends only on the row's own
+// data and shape, never on how many rows a launch holds or which other rows
+// are in it, and none uses atomics: a row's result is bitwise the same alone,
+// in any batch, in a prefill chunk or a decode step.
+//   MatMul: one warp per output feature; lane j sums elements
+//     8j .. 8j+7, 8j+256 .., in order, then the 32 lane sums are added by a
+//     fixed butterfly. Rows run in groups of 4 that share the weight loads.
+//   RmsNorm: one 256-thread block per row, strided partial sums, fixed tree.
+//   Attention: one warp per (row, head); lane j takes positions j, j+32, ...
+//     of the row's context with an online softmax, and the 32 partial
+//     (max, sum, output) triples merge by a fixed butterfly: the split of the
+//     KV into 32 parts is fixed by the sequence's own length.
+// All launches go on `stream`; none synchronises.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace flashroll::engine::cuda {
+
+// A weight matrix on the device: rows x cols, row-major, f32 or bf16.
+struct DeviceMatrix {
+  bool bf16 = false;
+  const void* data = nullptr;
+  int64_t rows = 0;  // output features
+  int64_t cols = 0;  // input features (a multiple of 8)
+};
+
+// x[t] = table[tokens[t]] as f32.
+void EmbedRows(const DeviceMatrix& table, const int32_t* tokens, int64_t n, float* x, cudaStream_t stream);
+
+// out[i] = rmsnorm(x[rows ? rows[i] : i]) * weight, rows of `width`.
+void RmsNormRows(const float* x, const int64_t* rows, int64_t n, int64_t width, const float* weight, float eps,
+                 float* out, cudaStream_t stream);
+
+// y[n][w.rows] = x[n][w.cols] . W^T.
+void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream);
+
+// The paged KV of one layer and where each row's tokens sit in it.
+struct KvView {
+  void* keys = nullptr;    // [block][kv_head][slot][head_dim]
+  void* values = nullptr;
+  bool bf16 = false;
+  int64_t block_size = 16;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  const int64_t* positions = nullptr;     // [rows]
+  const int32_t* tables = nullptr;        // all sequences' block tables, concatenated
+  const int64_t* table_offsets = nullptr; // [rows]: where the row's table starts in `tables`
+};
+
+// Per row, in place on q [n][heads][hd], k and v [n][kv_heads][hd]: adds the
+// biases (when not null), RMSNorms each q and k head (when q_norm is not
+// null), rotates q and k (rope: [n][hd] = cos[hd/2], sin[hd/2]) and writes
+// k and v into the row's KV slot.
+void QkvPost(float* q, float* k, float* v, const float* q_bias, const float* k_bias, const float* v_bias,
+             const float* q_norm, const float* k_norm, float eps, const float* rope, int64_t n, int64_t heads,
+             const KvView& kv, cudaStream_t stream);
+
+// out[n][heads][hd] = softmax(q . K^T * scale) . V over each row's positions
+// 0 .. positions[row] (causal). head_dim must be 16, 32, 64 or 128
+// (AttentionSupports).
+void Attention(const float* q, int64_t n, int64_t heads, float scale, const KvView& kv, float* out,
+               cudaStream_t stream);
+bool AttentionSupports(int64_t head_dim);
+
+// y[i] = silu(gate[i]) * up[i]; y may alias gate.
+void SwiGlu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream);
+// x[i] += y[i].
+void AddInPlace(float* x, const float* y, int64_t count, cudaStream_t stream);
+
+}  // namespace flashroll::engine::cuda
