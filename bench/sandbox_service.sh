@@ -5,6 +5,8 @@
 #   - exec round trip of /bin/true on one live sandbox;
 #   - churn: CLIENTS clients (threads, one connection each) doing the
 #     create + exec + destroy cycle at once for SECONDS; cycles per second.
+#   - time to interactive (create sent -> first exec answered), p50/p90/p99,
+#     at one client and at CLIENTS.
 # Absolute figures: a one-shot CLI (bench/sandbox_oneshot.sh) pays process
 # start-up and manager open each time, the service pays neither.
 #
@@ -40,18 +42,23 @@ def call(c, method, path, body=None):
     return json.loads(data) if data else None
 spec = {"image": "busybox"}
 def cycle(c):
+    """One create + exec + destroy; returns the time to interactive in ms
+    (the create sent to the first exec answered)."""
+    t = time.perf_counter()
     sid = call(c, "POST", "/v1/sandboxes", spec)["id"]
     out = call(c, "POST", f"/v1/sandboxes/{sid}/exec", {"cmd": ["/bin/true"]})
+    tti = (time.perf_counter() - t) * 1000
     assert out["exit_code"] == 0, out
     call(c, "DELETE", f"/v1/sandboxes/{sid}")
+    return tti
 def row(name, v):
     v = sorted(v)
     print(f"| {name} | {statistics.median(v):.2f} ms | {v[int(0.9 * (len(v) - 1))]:.2f} ms | {v[int(0.99 * (len(v) - 1))]:.2f} ms | {len(v)} |")
 c = connect()
 for _ in range(5): cycle(c)
-cycles = []
+cycles, ttis = [], []
 for _ in range(runs):
-    t = time.perf_counter(); cycle(c); cycles.append((time.perf_counter() - t) * 1000)
+    t = time.perf_counter(); ttis.append(cycle(c)); cycles.append((time.perf_counter() - t) * 1000)
 sid = call(c, "POST", "/v1/sandboxes", spec)["id"]
 for _ in range(5): call(c, "POST", f"/v1/sandboxes/{sid}/exec", {"cmd": ["/bin/true"]})
 execs = []
@@ -59,18 +66,18 @@ for _ in range(runs):
     t = time.perf_counter(); call(c, "POST", f"/v1/sandboxes/{sid}/exec", {"cmd": ["/bin/true"]})
     execs.append((time.perf_counter() - t) * 1000)
 call(c, "DELETE", f"/v1/sandboxes/{sid}")
-done, errors, churn_ms = [0], [], []
+done, errors, churn_ms, churn_tti = [0], [], [], []
 lock = threading.Lock()
 deadline = time.perf_counter() + seconds
 def worker():
     wc = connect()
     while time.perf_counter() < deadline:
         t = time.perf_counter()
-        try: cycle(wc)
+        try: tti = cycle(wc)
         except Exception as e:
             with lock: errors.append(str(e))
             continue
-        with lock: done[0] += 1; churn_ms.append((time.perf_counter() - t) * 1000)
+        with lock: done[0] += 1; churn_ms.append((time.perf_counter() - t) * 1000); churn_tti.append(tti)
 start = time.perf_counter()
 threads = [threading.Thread(target=worker) for _ in range(clients)]
 for t in threads: t.start()
@@ -78,6 +85,8 @@ for t in threads: t.join()
 elapsed = time.perf_counter() - start
 print("| path | median | p90 | p99 | n |")
 print("|---|---:|---:|---:|---:|")
+row("time to interactive (create -> first exec answered), one client", ttis)
+row(f"time to interactive, {clients} clients at once", churn_tti)
 row("create + exec /bin/true + destroy, one client", cycles)
 row("exec /bin/true round trip on a live sandbox", execs)
 row(f"create + exec + destroy, {clients} clients at once (each cycle)", churn_ms)

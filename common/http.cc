@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -224,6 +225,10 @@ Result<Json> HttpRequest::ParseJsonBody() const {
   }
   FR_RETURN_IF_ERROR(CheckJsonDepth(body, max_json_depth, "request body"));
   return ParseJson(body, "request body");
+}
+
+bool HttpRequest::Holds(std::string_view scope) const {
+  return every_scope || std::find(scopes.begin(), scopes.end(), scope) != scopes.end();
 }
 
 std::optional<std::string> HttpResponse::Header(std::string_view name) const {

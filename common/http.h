@@ -75,6 +75,12 @@ struct HttpRequest {
   Json json;  // JSON routes only: the parsed body; null when the body is empty
   std::string remote_addr;
   int remote_port = 0;
+  // The authenticated client: its credential's name ("default" for the
+  // plain bearer_token; "" on a server without tokens and on public
+  // routes) and scopes (every_scope for the plain bearer_token).
+  std::string client;
+  std::vector<std::string> scopes;
+  bool every_scope = false;
   // The server's JSON limits (HttpServerOptions), for ParseJsonBody.
   size_t max_json_bytes = 1u << 20;
   size_t max_json_depth = 64;
@@ -91,6 +97,9 @@ struct HttpRequest {
   // routes that take JSON: kResourceExhausted past max_json_bytes,
   // kInvalidArgument past max_json_depth or for malformed JSON.
   Result<Json> ParseJsonBody() const;
+  // Whether the client's credential holds `scope` (always true on a server
+  // without tokens).
+  bool Holds(std::string_view scope) const;
 };
 
 // A reply from a raw handler, or a reply received by HttpClient.

@@ -540,12 +540,14 @@ void HttpServer::Impl::Serve(const Route& route, const httplib::Request& req,
                              httplib::Response& res, const httplib::ContentReader* reader) const {
   // The token and scope are checked before a byte of the body is read; a
   // refused body stays unread and the connection closes after the reply.
+  const Credential* credential = nullptr;
   if (!route.open) {
     Result<const Credential*> auth = Authorize(route, req);
     if (!auth.ok()) {
       if (reader != nullptr && HasBody(req)) CloseAfter(res);
       return WriteError(res, auth.status());
     }
+    credential = *auth;
   }
   const size_t limit = route.json ? std::min(options.max_body_bytes, options.max_json_bytes) : options.max_body_bytes;
   std::string body;
@@ -572,6 +574,13 @@ void HttpServer::Impl::Serve(const Route& route, const httplib::Request& req,
   request.headers = LowerCaseHeaders(req.headers);
   request.remote_addr = req.remote_addr;
   request.remote_port = req.remote_port;
+  if (credential != nullptr) {
+    request.client = credential->credential.name;
+    request.scopes = credential->credential.scopes;
+    request.every_scope = credential->every_scope;
+  } else {
+    request.every_scope = credentials.empty() && !route.open;
+  }
   request.max_json_bytes = options.max_json_bytes;
   request.max_json_depth = options.max_json_depth;
   request.body = std::move(body);

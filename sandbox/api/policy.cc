@@ -1,12 +1,17 @@
 #include "sandbox/api/policy.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 
@@ -129,6 +134,61 @@ Status ResolveRwPaths(const NodePolicy& policy, const std::string& field, Sandbo
   return Status::Ok();
 }
 
+// Whether `rule` covers `address` (same family, the rule's prefix bits equal).
+bool Covers(const AllowRule& rule, int family, const uint8_t* address) {
+  if (rule.family != family) return false;
+  for (int bit = 0; bit < rule.prefix_len; ++bit) {
+    const int mask = 0x80 >> (bit % 8);
+    if ((rule.address[bit / 8] & mask) != (address[bit / 8] & mask)) return false;
+  }
+  return true;
+}
+
+// This node's own addresses (every interface's) and the link-local metadata
+// address: what a sandbox's egress must not reach unless the node allows it.
+std::vector<std::pair<int, std::array<uint8_t, 16>>> HostLocalAddresses() {
+  std::vector<std::pair<int, std::array<uint8_t, 16>>> out;
+  std::array<uint8_t, 16> metadata{169, 254, 169, 254};
+  out.emplace_back(AF_INET, metadata);
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    std::array<uint8_t, 16> bytes{};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      std::memcpy(bytes.data(), &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, 4);
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      std::memcpy(bytes.data(), &reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    out.emplace_back(a->ifa_addr->sa_family, bytes);
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+Status CheckAllowRules(const NodePolicy& policy, const SandboxSpec& spec, const std::string& field) {
+  if (spec.allow.size() > policy.max_allow_rules) {
+    return Status::PermissionDenied(field + ": " + std::to_string(spec.allow.size()) +
+                                    " rules, above this node's maximum of " + std::to_string(policy.max_allow_rules) +
+                                    " per sandbox");
+  }
+  if (policy.allow_host_egress || spec.allow.empty()) return Status::Ok();
+  const auto host = HostLocalAddresses();
+  for (size_t i = 0; i < spec.allow.size(); ++i) {
+    for (const auto& [family, address] : host) {
+      if (!Covers(spec.allow[i], family, address.data())) continue;
+      char text[INET6_ADDRSTRLEN] = {};
+      ::inet_ntop(family, address.data(), text, sizeof(text));
+      return Status::PermissionDenied(field + "[" + std::to_string(i) + "]: " + spec.allow[i].text +
+                                      " reaches " + text + ", an address of this node (host-local services); "
+                                      "this node allows no egress to itself");
+    }
+  }
+  return Status::Ok();
+}
+
 template <typename T>
 Status ApplyLimit(T* value, T fallback, T max, const std::string& field, const std::string& text,
                   const std::string& max_text) {
@@ -162,6 +222,7 @@ Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, con
       ApplyLimit(&spec.cpus, d.cpus, m.cpus, path + ".cpus", CpuText(spec.cpus), CpuText(m.cpus)));
   FR_RETURN_IF_ERROR(ApplyLimit(&spec.disk_bytes, d.disk_bytes, m.disk_bytes, path + ".disk",
                                 ByteText(spec.disk_bytes), ByteText(m.disk_bytes)));
+  FR_RETURN_IF_ERROR(CheckAllowRules(policy, spec, path + ".allow"));
   if (Status s = ValidateSpec(spec); !s.ok()) return s.Wrap(path);
   return spec;
 }

@@ -15,6 +15,8 @@
 //   limits   memory, pids, cpus and disk: a limit the request leaves out
 //            (or gives as 0) gets `defaults`; one above `max` is refused.
 //   exec     each exec's timeout and output cap likewise (ExecLimits).
+//   allow    at most max_allow_rules egress rules, none reaching the host
+//            itself unless allow_host_egress.
 //
 // A default-constructed NodePolicy is the bare `flashroll sandboxd
 // --listen ... --token-file F`: built-in images only, no rw_paths, the
@@ -65,6 +67,13 @@ struct NodePolicy {
   NodeLimits defaults{uint64_t{512} << 20, 256, 1.0, uint64_t{1} << 30};
   NodeLimits max{uint64_t{4} << 30, 4096, 4.0, uint64_t{4} << 30};
   ExecLimits exec;
+  // Egress allow rules: at most this many per sandbox (the network policy's
+  // BPF map is shared by every sandbox of the node, so one request must not
+  // fill it), and none covering one of this node's own addresses or the
+  // link-local metadata address 169.254.169.254 (host-local services)
+  // unless allow_host_egress.
+  size_t max_allow_rules = 64;
+  bool allow_host_egress = false;
 };
 
 // The spec `request` asks for under `policy`, validated (ValidateSpec).

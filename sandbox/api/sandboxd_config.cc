@@ -87,6 +87,9 @@ Schema SandboxdConfigSchema() {
       .Optional("workspace_root", Schema::String())
       .Optional("seccomp_profiles", Schema::String())
       .Optional("limits", Schema::Map().Optional("default", LimitsSchema()).Optional("max", LimitsSchema()))
+      .Optional("egress", Schema::Map()
+                              .Optional("max_rules", Schema::Int(0, 100'000))
+                              .Optional("allow_host", Schema::Bool()))
       .Optional("exec", Schema::Map()
                             .Optional("timeout", Schema::Map()
                                                      .Optional("default", Schema::Duration(1))
@@ -128,6 +131,10 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
       e.default_output_bytes = ReadByteSize(o, "default", e.default_output_bytes);
       e.max_output_bytes = ReadByteSize(o, "max", e.max_output_bytes);
     }
+  }
+  if (const YAML::Node egress = root["egress"]; egress.IsDefined()) {
+    c.max_allow_rules = static_cast<size_t>(ReadInt(egress, "max_rules", static_cast<int64_t>(c.max_allow_rules)));
+    c.allow_host_egress = ReadBool(egress, "allow_host", c.allow_host_egress);
   }
   const YAML::Node tokens = root["tokens"];
   for (const YAML::Node& t : tokens) {
@@ -187,6 +194,8 @@ Result<NodePolicy> LoadNodePolicy(const SandboxdConfig& config) {
   policy.defaults = config.defaults;
   policy.max = config.max;
   policy.exec = config.exec;
+  policy.max_allow_rules = config.max_allow_rules;
+  policy.allow_host_egress = config.allow_host_egress;
   for (size_t i = 0; i < config.images.size(); ++i) {
     auto tree = StoredImage(config.image_store, config.images[i]);
     if (!tree.ok()) return tree.status().Wrap("images[" + std::to_string(i) + "]");

@@ -10,6 +10,7 @@
 //   seccomp_profiles: /etc/flashroll/seccomp   # NAME.json is profile NAME
 //   limits: {default: {memory, pids, cpus, disk}, max: {...}}
 //   exec: {timeout: {default: 10m, max: 1h}, max_output: {default: 16M, max: 16M}}
+//   egress: {max_rules: 64, allow_host: false}
 //   tokens: [{name, file, scopes: [create, exec, files, admin]}]
 //   tls: {cert: FILE, key: FILE}
 //   warm_pool: 0, netns_pool: 8, allow_unenforced_limits: false
@@ -46,6 +47,8 @@ struct SandboxdConfig {
   NodeLimits defaults = NodePolicy().defaults;
   NodeLimits max = NodePolicy().max;
   ExecLimits exec;
+  size_t max_allow_rules = NodePolicy().max_allow_rules;
+  bool allow_host_egress = false;
 
   struct Token {
     std::string name;

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "sandbox/api/directory.h"
 #include "sandbox/api/stream_exec.h"
 #include "sandbox/api/wire.h"
+#include "sandbox/sha256.h"
 
 namespace flashroll::sandbox::api {
 
@@ -60,6 +62,43 @@ HttpResponse JsonReply(const Json& value, int status = 200) {
   return reply;
 }
 
+// A sandbox a request names by its public id, resolved for its client.
+struct Owned {
+  std::string id;        // public, as the client knows it
+  std::string internal;  // the Manager's
+
+  // The Manager's errors name its id; the client sees its own.
+  Status Public(const Status& status) const {
+    if (status.ok()) return status;
+    std::string message = status.message();
+    for (size_t at = message.find(internal); at != std::string::npos; at = message.find(internal, at + id.size())) {
+      message.replace(at, internal.size(), id);
+    }
+    return Status(status.code(), message);
+  }
+  template <typename T>
+  Result<T> Public(Result<T> result) const {
+    if (result.ok()) return result;
+    return Public(result.status());
+  }
+};
+
+Result<Owned> OwnedSandbox(SandboxDirectory& directory, const HttpRequest& request, bool any_owner = false) {
+  const std::string& id = request.Param("id");
+  FR_ASSIGN_OR_RETURN(std::string internal, directory.Resolve(request.client, id, any_owner));
+  return Owned{id, std::move(internal)};
+}
+
+// What identifies a create request for its idempotency key: the digest of
+// its body as parsed (keys in order, so spacing and key order do not count).
+std::string SpecDigest(const Json& body) {
+  Sha256 digest;
+  const std::string text = DumpJson(body);
+  digest.Update(text.data(), text.size());
+  Result<std::string> hex = digest.HexDigest();
+  return hex.ok() ? *hex : text;  // the text itself identifies it as well
+}
+
 // Counts a failed request on `op` and passes the result through.
 template <typename T>
 T Counted(ApiMetrics& metrics, ApiOp op, T result) {
@@ -70,7 +109,7 @@ T Counted(ApiMetrics& metrics, ApiOp op, T result) {
 }  // namespace
 
 SandboxServer::SandboxServer(Manager* manager, NodePolicy policy, HttpServerOptions options)
-    : manager_(manager), policy_(std::move(policy)), http_([&] {
+    : manager_(manager), policy_(std::move(policy)), directory_(manager), http_([&] {
         options.name = "sandboxd";
         // When every worker holds a connection, others get a 429 at once,
         // and the health check and metrics still answer.
@@ -90,29 +129,46 @@ void SandboxServer::AddRoutes() {
   Manager* m = manager_;
   ApiMetrics* metrics = &metrics_;
   const NodePolicy* policy = &policy_;
+  SandboxDirectory* directory = &directory_;
 
   http_.HandleJson(
       HttpMethod::kPost, "/v1/sandboxes",
-      [m, metrics, policy](const HttpRequest& request) -> Result<Json> {
+      [directory, metrics, policy](const HttpRequest& request) -> Result<Json> {
         return Counted(*metrics, ApiOp::kCreate, [&]() -> Result<Json> {
           FR_ASSIGN_OR_RETURN(SpecRequest asked, SpecRequestFromJson(request.Body()));
           FR_ASSIGN_OR_RETURN(SandboxSpec spec, AdmitSpec(*policy, std::move(asked), request.Body().path()));
           const std::string key =
               request.Header("Idempotency-Key").value_or(request.Query("client_key").value_or(""));
-          FR_ASSIGN_OR_RETURN(std::string id, m->Create(spec, key));
+          FR_ASSIGN_OR_RETURN(std::string id, directory->Create(request.client, spec, SpecDigest(request.json), key));
           metrics->RecordCreate();
           return Json{{"id", id}};
         }());
       },
       201, kScopeCreate);
 
+  // A client's own sandboxes; an admin's list has every one, with owners.
+  http_.HandleJson(HttpMethod::kGet, "/v1/sandboxes", [directory](const HttpRequest& request) -> Result<Json> {
+    const bool admin = request.Holds(kScopeAdmin);
+    if (!admin && !request.Holds(kScopeCreate) && !request.Holds(kScopeExec)) {
+      return Status::PermissionDenied("token \"" + request.client +
+                                      "\" holds none of the scopes create, exec, admin that GET /v1/sandboxes needs");
+    }
+    Json list = Json::array();
+    for (const auto& [id, owner] : directory->List(request.client, admin)) {
+      list.push_back(admin ? Json{{"id", id}, {"owner", owner}} : Json{{"id", id}});
+    }
+    return Json{{"sandboxes", list}};
+  });
+
   http_.HandleRaw(HttpMethod::kPost, "/v1/sandboxes/:id/exec",
-                  [m, metrics, policy](const HttpRequest& request) -> Result<HttpResponse> {
+                  [m, metrics, policy, directory](const HttpRequest& request) -> Result<HttpResponse> {
                     return Counted(*metrics, ApiOp::kExec, [&]() -> Result<HttpResponse> {
+                      FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request));
                       FR_ASSIGN_OR_RETURN(Json body, request.ParseJsonBody());
                       FR_ASSIGN_OR_RETURN(ExecCall call, AdmitExec(*policy, JsonView(body, "body")));
                       const auto start = Clock::now();
-                      FR_ASSIGN_OR_RETURN(ExecResult result, m->Exec(request.Param("id"), BufferedRequest(call)));
+                      FR_ASSIGN_OR_RETURN(ExecResult result,
+                                          sandbox.Public(m->Exec(sandbox.internal, BufferedRequest(call))));
                       metrics->RecordExec(std::chrono::duration<double>(Clock::now() - start).count());
                       return JsonReply(ExecResultToJson(result));
                     }());
@@ -120,25 +176,25 @@ void SandboxServer::AddRoutes() {
 
   http_.HandleStream(
       HttpMethod::kPost, "/v1/sandboxes/:id/exec/stream",
-      [m, metrics, policy](const HttpRequest& request) -> Result<StreamResponse> {
+      [m, metrics, policy, directory](const HttpRequest& request) -> Result<StreamResponse> {
         return Counted(*metrics, ApiOp::kExec, [&]() -> Result<StreamResponse> {
+          FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request));
           FR_ASSIGN_OR_RETURN(Json body, request.ParseJsonBody());
           FR_ASSIGN_OR_RETURN(ExecCall call, AdmitExec(*policy, JsonView(body, "body")));
-          const std::string id = request.Param("id");
           // Unknown and frozen sandboxes get a proper error status before
           // the 200 of the stream goes out.
-          FR_ASSIGN_OR_RETURN(SandboxInfo info, m->Info(id));
-          FR_RETURN_IF_ERROR(CheckVerb(info.state, Verb::kExec, id));
+          FR_ASSIGN_OR_RETURN(SandboxInfo info, sandbox.Public(m->Info(sandbox.internal)));
+          FR_RETURN_IF_ERROR(CheckVerb(info.state, Verb::kExec, sandbox.id));
           StreamResponse reply;
           reply.content_type = "application/x-ndjson";
-          reply.produce = [m, metrics, id, call](ChunkWriter& writer) -> Status {
+          reply.produce = [m, metrics, sandbox, call](ChunkWriter& writer) -> Status {
             const auto start = Clock::now();
-            Result<ExecResult> result =
-                StreamExec(*m, id, call, [&](OutputStream stream, std::string_view data) {
+            Result<ExecResult> result = sandbox.Public(
+                StreamExec(*m, sandbox.internal, call, [&](OutputStream stream, std::string_view data) {
                   const Json line = {{"stream", stream == OutputStream::kStdout ? "stdout" : "stderr"},
                                      {"data", std::string(data)}};
                   return writer.Write(DumpJson(line) + "\n");
-                });
+                }));
             if (!result.ok()) {
               metrics->RecordFailure(ApiOp::kExec);
               writer.Write(DumpJson(Json{{"error", ErrorJson(result.status())["error"]}}) + "\n");
@@ -155,30 +211,32 @@ void SandboxServer::AddRoutes() {
       }, kScopeExec);
 
   http_.HandleJson(HttpMethod::kPost, "/v1/sandboxes/:id/signal",
-                   [m, metrics](const HttpRequest& request) -> Result<Json> {
-                     const std::string& id = request.Param("id");
+                   [m, metrics, directory](const HttpRequest& request) -> Result<Json> {
                      return Counted(*metrics, ApiOp::kSignal, [&]() -> Result<Json> {
+                       FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request));
                        FR_ASSIGN_OR_RETURN(int signal, SignalFromJson(request.Body()));
-                       FR_RETURN_IF_ERROR(m->Signal(id, signal));
-                       return Json{{"id", id}, {"signal", signal}};
+                       FR_RETURN_IF_ERROR(sandbox.Public(m->Signal(sandbox.internal, signal)));
+                       return Json{{"id", sandbox.id}, {"signal", signal}};
                      }());
                    }, 200, kScopeExec);
 
   http_.HandleRaw(HttpMethod::kPut, "/v1/sandboxes/:id/files",
-                  [m, metrics](const HttpRequest& request) -> Result<HttpResponse> {
+                  [m, metrics, directory](const HttpRequest& request) -> Result<HttpResponse> {
                     return Counted(*metrics, ApiOp::kFiles, [&]() -> Result<HttpResponse> {
+                      FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request));
                       FR_ASSIGN_OR_RETURN(std::string path, RequiredPath(request));
                       FR_ASSIGN_OR_RETURN(mode_t mode, ModeParam(request));
-                      FR_RETURN_IF_ERROR(m->PutFile(request.Param("id"), path, request.body, mode));
+                      FR_RETURN_IF_ERROR(sandbox.Public(m->PutFile(sandbox.internal, path, request.body, mode)));
                       return JsonReply(Json{{"path", path}, {"bytes", request.body.size()}});
                     }());
                   }, kScopeFiles);
 
   http_.HandleRaw(HttpMethod::kGet, "/v1/sandboxes/:id/files",
-                  [m, metrics](const HttpRequest& request) -> Result<HttpResponse> {
+                  [m, metrics, directory](const HttpRequest& request) -> Result<HttpResponse> {
                     return Counted(*metrics, ApiOp::kFiles, [&]() -> Result<HttpResponse> {
+                      FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request));
                       FR_ASSIGN_OR_RETURN(std::string path, RequiredPath(request));
-                      FR_ASSIGN_OR_RETURN(std::string data, m->GetFile(request.Param("id"), path));
+                      FR_ASSIGN_OR_RETURN(std::string data, sandbox.Public(m->GetFile(sandbox.internal, path)));
                       HttpResponse reply;
                       reply.body = std::move(data);
                       return reply;
@@ -186,44 +244,54 @@ void SandboxServer::AddRoutes() {
                   }, kScopeFiles);
 
   http_.HandleJson(HttpMethod::kPost, "/v1/sandboxes/:id/freeze",
-                   [m, metrics](const HttpRequest& request) -> Result<Json> {
-                     const std::string& id = request.Param("id");
+                   [m, metrics, directory](const HttpRequest& request) -> Result<Json> {
                      return Counted(*metrics, ApiOp::kFreeze, [&]() -> Result<Json> {
-                       FR_RETURN_IF_ERROR(m->Freeze(id));
-                       return Json{{"id", id}, {"state", "frozen"}};
+                       FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request));
+                       FR_RETURN_IF_ERROR(sandbox.Public(m->Freeze(sandbox.internal)));
+                       return Json{{"id", sandbox.id}, {"state", "frozen"}};
                      }());
                    }, 200, kScopeExec);
 
   http_.HandleJson(HttpMethod::kPost, "/v1/sandboxes/:id/thaw",
-                   [m, metrics](const HttpRequest& request) -> Result<Json> {
-                     const std::string& id = request.Param("id");
+                   [m, metrics, directory](const HttpRequest& request) -> Result<Json> {
                      return Counted(*metrics, ApiOp::kThaw, [&]() -> Result<Json> {
-                       FR_RETURN_IF_ERROR(m->Thaw(id));
-                       return Json{{"id", id}, {"state", "running"}};
+                       FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request));
+                       FR_RETURN_IF_ERROR(sandbox.Public(m->Thaw(sandbox.internal)));
+                       return Json{{"id", sandbox.id}, {"state", "running"}};
                      }());
                    }, 200, kScopeExec);
 
+  // The owner (exec scope) deletes its sandboxes; an admin any.
   http_.HandleJson(HttpMethod::kDelete, "/v1/sandboxes/:id",
-                   [m, metrics](const HttpRequest& request) -> Result<Json> {
-                     const std::string& id = request.Param("id");
+                   [m, metrics, directory](const HttpRequest& request) -> Result<Json> {
                      return Counted(*metrics, ApiOp::kDestroy, [&]() -> Result<Json> {
-                       FR_RETURN_IF_ERROR(m->Destroy(id));
+                       const bool admin = request.Holds(kScopeAdmin);
+                       if (!admin && !request.Holds(kScopeExec)) {
+                         return Status::PermissionDenied("token \"" + request.client +
+                                                         "\" holds neither the scope exec nor admin that DELETE "
+                                                         "/v1/sandboxes/:id needs");
+                       }
+                       FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request, admin));
+                       // The entry stays while the Manager keeps the
+                       // sandbox's events (readable after the destroy).
+                       FR_RETURN_IF_ERROR(sandbox.Public(m->Destroy(sandbox.internal)));
                        metrics->RecordDestroy();
-                       return Json{{"id", id}, {"destroyed", true}};
+                       return Json{{"id", sandbox.id}, {"destroyed", true}};
                      }());
-                   }, 200, kScopeExec);
+                   });
 
   http_.HandleJson(HttpMethod::kGet, "/v1/sandboxes/:id/events",
-                   [m, metrics](const HttpRequest& request) -> Result<Json> {
+                   [m, metrics, directory](const HttpRequest& request) -> Result<Json> {
                      return Counted(*metrics, ApiOp::kEvents, [&]() -> Result<Json> {
+                       FR_ASSIGN_OR_RETURN(Owned sandbox, OwnedSandbox(*directory, request));
                        FR_ASSIGN_OR_RETURN(uint64_t cursor, NumberParam(request, "cursor"));
                        FR_ASSIGN_OR_RETURN(uint64_t wait_ms, NumberParam(request, "wait_ms"));
                        wait_ms = std::min(wait_ms, kMaxEventWaitMs);
-                       const std::string& id = request.Param("id");
                        Result<EventPage> page =
-                           wait_ms > 0 ? m->WaitEvents(id, cursor, std::chrono::milliseconds(wait_ms))
-                                       : m->EventsSince(id, cursor);
-                       FR_RETURN_IF_ERROR(page.status());
+                           wait_ms > 0
+                               ? m->WaitEvents(sandbox.internal, cursor, std::chrono::milliseconds(wait_ms))
+                               : m->EventsSince(sandbox.internal, cursor);
+                       FR_RETURN_IF_ERROR(sandbox.Public(page.status()));
                        return EventPageToJson(*page);
                      }());
                    }, 200, kScopeExec);

@@ -5,12 +5,18 @@
 //
 //   create  POST /v1/sandboxes
 //   exec    exec, exec/stream, signal, freeze, thaw, DELETE and events of a
-//           sandbox (driving a sandbox once it exists)
+//           sandbox the token's client owns
 //   files   GET and PUT of files
-//   admin   GET /metrics (node-wide counts, no sandbox's data)
+//   admin   GET /metrics (node-wide counts, no sandbox's data), the list
+//           of every sandbox, DELETE of any
 //
-// Scopes are per node, not per sandbox: a token with exec may drive any
-// sandbox on the node. GET /health needs no token.
+// A sandbox belongs to the client (token name) that created it: its id is
+// random ("sb-" and 32 hex digits, directory.h) and every route of another
+// client, whatever its scopes, answers 404 for it. A token with admin may
+// list every sandbox (GET /v1/sandboxes, with owners) and delete any, but
+// drives none it does not own (exec, files, signal, events). Idempotency
+// keys are per client; one reused with a different spec is 409. GET
+// /health needs no token.
 //
 // Against clients without a token (common/http.h): tokens and scopes are
 // checked on the headers before a body is read; headers and bodies have
@@ -25,6 +31,9 @@
 //                                        header Idempotency-Key (or query
 //                                        client_key) makes it idempotent;
 //                                        201 {"id": ...}
+//   GET    /v1/sandboxes                 {"sandboxes": [{"id"}...]}: the
+//                                        client's own; with admin every
+//                                        one, with its "owner"
 //   POST   /v1/sandboxes/{id}/exec       body: exec call; 200 exec result JSON
 //   POST   /v1/sandboxes/{id}/exec/stream  the same, streamed as NDJSON lines
 //          {"stream":"stdout"|"stderr","data":...} then one result line
@@ -64,6 +73,7 @@
 
 #include "common/http.h"
 #include "common/status.h"
+#include "sandbox/api/directory.h"
 #include "sandbox/api/metrics.h"
 #include "sandbox/api/policy.h"
 #include "sandbox/sandbox.h"
@@ -94,12 +104,16 @@ class SandboxServer {
   int port() const { return http_.port(); }
   std::string base_url() const { return http_.base_url(); }
   const ApiMetrics& metrics() const { return metrics_; }
+  // The Manager's id for a public id, whoever owns it (for the process
+  // that holds the Manager, e.g. its tests); kNotFound when unknown.
+  Result<std::string> ManagerId(const std::string& public_id) { return directory_.Resolve("", public_id, true); }
 
  private:
   void AddRoutes();
 
   Manager* manager_;
   const NodePolicy policy_;
+  SandboxDirectory directory_;
   ApiMetrics metrics_;
   HttpServer http_;
 };

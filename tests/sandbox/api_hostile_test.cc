@@ -19,7 +19,10 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "common/http.h"
+#include "sandbox/api/policy.h"
 #include "sandbox/api/server.h"
 
 namespace flashroll::sandbox::api {
@@ -64,6 +67,10 @@ class NodeApiHostileTest : public ::testing::Test {
   void Start(NodePolicy policy = NodePolicy()) {
     HttpServerOptions options;
     options.bearer_token = kToken;
+    const std::vector<std::string> all = {kScopeCreate, kScopeExec, kScopeFiles, kScopeAdmin};
+    options.credentials = {{"alice", "alice-token", {kScopeCreate, kScopeExec, kScopeFiles}},
+                           {"bob", "bob-token", {kScopeCreate, kScopeExec, kScopeFiles}},
+                           {"ops", "ops-token", all}};
     options.worker_threads = 64;
     options.max_unauthenticated_per_peer = 16;
     options.max_unauthenticated = 32;
@@ -81,6 +88,13 @@ class NodeApiHostileTest : public ::testing::Test {
     return created.ok() ? (*created)["id"].get<std::string>() : "";
   }
 
+  HttpClient As(const std::string& token) {
+    HttpClientOptions client;
+    client.base_url = server_->base_url();
+    client.bearer_token = token;
+    return HttpClient::Create(client).value();
+  }
+
   std::unique_ptr<Manager> manager_;
   std::unique_ptr<SandboxServer> server_;
   std::unique_ptr<HttpClient> client_;
@@ -95,14 +109,13 @@ TEST_F(NodeApiHostileTest, FloodKeepsAnsweringAnAuthenticatedClient) {
   ASSERT_FALSE(id.empty());
   std::atomic<bool> done{false};
   std::vector<std::thread> attackers;
+  std::vector<int> sockets;
+  for (int i = 0; i < 200; ++i) sockets.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
   attackers.emplace_back([&] {
-    std::vector<int> sockets;
     while (!done.load()) {
-      if (sockets.size() < 200) sockets.push_back(ConnectFrom(server_->port(), "127.0.0.2"));
       for (int fd : sockets) (void)::send(fd, "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       std::this_thread::sleep_for(milliseconds(20));
     }
-    for (int fd : sockets) ::close(fd);
   });
   for (int i = 0; i < 3; ++i) {
     attackers.emplace_back([&] {
@@ -119,19 +132,23 @@ TEST_F(NodeApiHostileTest, FloodKeepsAnsweringAnAuthenticatedClient) {
   std::vector<double> took;
   const Json exec = {{"cmd", {"/bin/true"}}};
   for (int i = 0; i < 50; ++i) {
+    // A new connection each time: one kept from before the attack would
+    // not need a worker the attacker holds.
+    HttpClient fresh = As(kToken);
     const auto start = Clock::now();
-    Result<Json> result = client_->PostJson("/v1/sandboxes/" + id + "/exec", exec);
+    Result<Json> result = fresh.PostJson("/v1/sandboxes/" + id + "/exec", exec);
     took.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-    ASSERT_TRUE(result.ok()) << result.status().ToString();
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
   }
   HttpClientOptions anonymous;
   anonymous.base_url = server_->base_url();
   Result<Json> health = HttpClient::Create(anonymous).value().GetJson("/health");
   done = true;
   for (std::thread& t : attackers) t.join();
-  ASSERT_TRUE(health.ok()) << health.status().ToString();
+  for (int fd : sockets) ::close(fd);
   std::sort(took.begin(), took.end());
   std::printf("node flood: authenticated exec p50 %.2f ms, max %.2f ms\n", took[took.size() / 2], took.back());
+  ASSERT_TRUE(health.ok()) << health.status().ToString();
   EXPECT_LT(took.back(), 1000.0);
 }
 
@@ -165,6 +182,106 @@ TEST_F(NodeApiHostileTest, ExecPastTheNodeMaximaIs403NamingTheField) {
   EXPECT_NE(big.status().message().find("body.max_output_bytes: 1G is above this node's maximum of 1M"),
             std::string::npos)
       << big.status().ToString();
+}
+
+// Bob, another client of the node, tries every route on Alice's sandbox;
+// the operator's token (every scope) tries to drive it. Before, ids were
+// fr-<pid>-<start>-<n> and any token with the scope drove any sandbox.
+TEST_F(NodeApiHostileTest, AnotherClientGets404OnEveryRouteAndAdminOnlyListsAndDeletes) {
+  Start();
+  HttpClient alice = As("alice-token");
+  Result<Json> created = alice.PostJson("/v1/sandboxes", Json::object());
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const std::string id = (*created)["id"];
+  EXPECT_TRUE(std::regex_match(id, std::regex("sb-[0-9a-f]{32}"))) << id;
+  const std::string base = "/v1/sandboxes/" + id;
+  struct Route {
+    HttpMethod method;
+    std::string path;
+    std::string body;
+  };
+  const Route driving[] = {
+      {HttpMethod::kPost, base + "/exec", R"({"cmd": ["/bin/true"]})"},
+      {HttpMethod::kPost, base + "/exec/stream", R"({"cmd": ["/bin/true"]})"},
+      {HttpMethod::kPost, base + "/signal", R"({"signal": "SIGTERM"})"},
+      {HttpMethod::kPost, base + "/freeze", ""},
+      {HttpMethod::kPost, base + "/thaw", ""},
+      {HttpMethod::kGet, base + "/events", ""},
+      {HttpMethod::kPut, base + "/files?path=/tmp/x", "x"},
+      {HttpMethod::kGet, base + "/files?path=/etc/hostname", ""},
+  };
+  for (const char* token : {"bob-token", "ops-token"}) {
+    for (const Route& route : driving) {
+      Result<HttpResponse> reply = As(token).Send(route.method, route.path, route.body, "application/json");
+      ASSERT_TRUE(reply.ok());
+      EXPECT_EQ(reply->status, 404) << token << " " << route.path << ": " << reply->body;
+    }
+  }
+  Result<HttpResponse> bob_delete = As("bob-token").Send(HttpMethod::kDelete, base);
+  ASSERT_TRUE(bob_delete.ok());
+  EXPECT_EQ(bob_delete->status, 404) << bob_delete->body;
+  // Lists: Bob sees none, Alice hers, the operator every one with its owner.
+  EXPECT_EQ((*As("bob-token").GetJson("/v1/sandboxes"))["sandboxes"].size(), 0u);
+  EXPECT_EQ((*alice.GetJson("/v1/sandboxes"))["sandboxes"][0]["id"], id);
+  const Json every = *As("ops-token").GetJson("/v1/sandboxes");
+  ASSERT_EQ(every["sandboxes"].size(), 1u);
+  EXPECT_EQ(every["sandboxes"][0]["owner"], "alice");
+  // Alice still drives it; the operator may delete it.
+  EXPECT_TRUE(alice.PostJson(base + "/exec", Json{{"cmd", {"/bin/true"}}}).ok());
+  EXPECT_TRUE(As("ops-token").DeleteJson(base).ok());
+  EXPECT_TRUE(manager_->List().empty());
+}
+
+// Bob reuses Alice's idempotency key: he gets a sandbox of his own, not
+// hers. Alice reusing her key for another spec is 409.
+TEST_F(NodeApiHostileTest, IdempotencyKeysArePerClientAndAReuseWithAnotherSpecIs409) {
+  Start();
+  HttpClient alice = As("alice-token");
+  HttpClient bob = As("bob-token");
+  const std::string path = "/v1/sandboxes?client_key=job-7";
+  Result<Json> first = alice.PostJson(path, Json{{"memory", "256M"}});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Result<Json> again = alice.PostJson(path, Json{{"memory", "256M"}});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)["id"], (*first)["id"]);
+  Result<Json> bobs = bob.PostJson(path, Json{{"memory", "256M"}});
+  ASSERT_TRUE(bobs.ok()) << bobs.status().ToString();
+  EXPECT_NE((*bobs)["id"], (*first)["id"]);
+  EXPECT_EQ(manager_->List().size(), 2u);
+  Result<HttpResponse> other = alice.Post(path, R"({"memory": "512M"})", "application/json");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->status, 409) << other->body;
+  EXPECT_NE(other->body.find("was used for a different spec"), std::string::npos) << other->body;
+}
+
+// One create asking for thousands of egress rules would fill the network
+// policy map every sandbox of the node shares; 0.0.0.0/0 would reach the
+// node's own services. Both are refused before anything is created.
+TEST_F(NodeApiHostileTest, EgressRulesAreBoundedAndNeverReachTheNode) {
+  Start();
+  Json many = Json::array();
+  for (int i = 0; i < 1000; ++i) many.push_back("203.0.113." + std::to_string(i % 250) + ":" + std::to_string(1 + i));
+  Result<Json> flood = client_->PostJson("/v1/sandboxes", Json{{"net", "policy"}, {"allow", many}});
+  EXPECT_EQ(flood.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(flood.status().message().find("body.allow: 1000 rules, above this node's maximum of 64"),
+            std::string::npos)
+      << flood.status().ToString();
+  Result<Json> everywhere = client_->PostJson("/v1/sandboxes", Json{{"net", "policy"}, {"allow", {"0.0.0.0/0:*"}}});
+  EXPECT_EQ(everywhere.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(everywhere.status().message().find("body.allow[0]: 0.0.0.0/0:* reaches"), std::string::npos)
+      << everywhere.status().ToString();
+  Result<Json> metadata =
+      client_->PostJson("/v1/sandboxes", Json{{"net", "policy"}, {"allow", {"169.254.0.0/16:80"}}});
+  EXPECT_EQ(metadata.status().code(), Code::kPermissionDenied) << metadata.status().ToString();
+  EXPECT_TRUE(manager_->List().empty());
+  // A rule to somewhere else is admitted.
+  SpecRequest request;
+  request.spec.net = NetMode::kPolicy;
+  Result<AllowRule> rule = ParseAllowRule("203.0.113.7:443");
+  ASSERT_TRUE(rule.ok());
+  request.spec.allow.push_back(*rule);
+  Result<SandboxSpec> admitted = AdmitSpec(NodePolicy(), request, "body");
+  EXPECT_TRUE(admitted.ok()) << admitted.status().ToString();
 }
 
 }  // namespace

@@ -51,6 +51,10 @@ class ApiPolicyTest : public SandboxFixture {
     ASSERT_TRUE(server_->Start().ok());
   }
 
+  std::string Internal(const std::string& id) {
+    Result<std::string> internal = server_->ManagerId(id);
+    return internal.ok() ? *internal : id;
+  }
   static std::vector<std::string> AllScopes() { return {kScopeCreate, kScopeExec, kScopeFiles, kScopeAdmin}; }
 
   HttpClient Client(const std::string& token) {
@@ -145,11 +149,11 @@ TEST_F(ApiPolicyTest, AWorkspaceBindAndTheDefaultLimitsApply) {
   EXPECT_EQ(ReadHostFile(dir_ + "/ws/job1/out"), "made\n");
   // A create without limits gets the node's defaults.
   std::string pids_max;
-  for (const auto& cgroup : CgroupDirsWithPrefix(id)) {
+  for (const auto& cgroup : CgroupDirsWithPrefix(Internal(id))) {
     if (::access((cgroup + "/pids.max").c_str(), R_OK) == 0) pids_max = ReadHostFile(cgroup + "/pids.max");
   }
   EXPECT_EQ(pids_max, std::to_string(NodePolicy().defaults.pids) + "\n");
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 // The attacker's steps: PUT a file with mode 4755 into the workspace
@@ -177,7 +181,7 @@ TEST_F(ApiPolicyTest, SetIdModesAreRefusedThroughTheFilesApi) {
                                         "x", "application/octet-stream");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->status, 200) << plain->body;
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 TEST_F(ApiPolicyTest, AnImportedImageIsServedByName) {
@@ -198,7 +202,7 @@ TEST_F(ApiPolicyTest, AnImportedImageIsServedByName) {
   // busybox's sh, and no host /usr: the image is the imported tree.
   const ExecResult result = Exec(id, "test -e /usr/bin/python3 || echo only-busybox");
   EXPECT_EQ(result.stdout_data, "only-busybox\n") << result.stderr_data;
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 TEST_F(ApiPolicyTest, EachRouteNeedsItsScope) {
@@ -223,7 +227,6 @@ TEST_F(ApiPolicyTest, EachRouteNeedsItsScope) {
       {HttpMethod::kPut, base + "/files?path=/tmp/x", "x", kScopeFiles},
       {HttpMethod::kGet, base + "/files?path=/etc/hostname", "", kScopeFiles},
       {HttpMethod::kGet, "/metrics", "", kScopeAdmin},
-      {HttpMethod::kDelete, base, "", kScopeExec},
   };
   const std::pair<const char*, const char*> tokens[] = {{kScopeCreate, "create-token"},
                                                        {kScopeExec, "exec-token"},
@@ -247,6 +250,16 @@ TEST_F(ApiPolicyTest, EachRouteNeedsItsScope) {
     EXPECT_NE(reply->status, 403) << what << ": " << reply->body;
     EXPECT_NE(reply->status, 401) << what << ": " << reply->body;
   }
+  // DELETE takes exec (the owner's) or admin (any sandbox's).
+  for (const char* token : {"create-token", "files-token"}) {
+    auto reply = Client(token).Send(HttpMethod::kDelete, base, "", "application/json");
+    ASSERT_TRUE(reply.ok());
+    EXPECT_EQ(reply->status, 403) << token << ": " << reply->body;
+    EXPECT_NE(reply->body.find("holds neither the scope exec nor admin"), std::string::npos) << reply->body;
+  }
+  auto deleted = Client("admin-token").Send(HttpMethod::kDelete, base, "", "application/json");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(deleted->status, 200) << deleted->body;
   EXPECT_EQ(manager_->List().size(), 1u);  // the second create's sandbox; the first was deleted
   for (const auto& left : manager_->List()) ASSERT_TRUE(manager_->Destroy(left).ok());
   auto unknown = Client("no-such-token").Send(HttpMethod::kGet, "/metrics");

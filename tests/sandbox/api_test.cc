@@ -71,6 +71,13 @@ class SandboxServiceTest : public ::testing::TestWithParam<std::string> {
     if (server_) server_->Stop();
   }
 
+  // The Manager's id behind a service id (the same for the local service).
+  std::string ManagerId(const std::string& id) {
+    if (!server_) return id;
+    Result<std::string> internal = server_->ManagerId(id);
+    return internal.ok() ? *internal : id;
+  }
+
   std::string CreateOrDie(const SandboxSpec& spec = SandboxSpec(), const std::string& key = "") {
     auto id = service_->Create(spec, key);
     EXPECT_TRUE(id.ok()) << id.status().ToString();
@@ -175,9 +182,9 @@ TEST_P(SandboxServiceTest, FreezeBlocksExecUntilThaw) {
 
 TEST_P(SandboxServiceTest, DestroyRemovesEverything) {
   const std::string id = CreateOrDie();
-  EXPECT_FALSE(CgroupDirsWithPrefix(id).empty());
+  EXPECT_FALSE(CgroupDirsWithPrefix(ManagerId(id)).empty());
   ASSERT_TRUE(service_->Destroy(id).ok());
-  EXPECT_TRUE(CgroupDirsWithPrefix(id).empty());
+  EXPECT_TRUE(CgroupDirsWithPrefix(ManagerId(id)).empty());
   EXPECT_EQ(service_->Destroy(id).code(), Code::kNotFound);
   EXPECT_EQ(service_->Exec(id, Call({"/bin/true"})).status().code(), Code::kNotFound);
 }
@@ -203,7 +210,7 @@ TEST_P(SandboxServiceTest, LimitsOfTheSpecApply) {
   const std::string id = CreateOrDie(spec);
   // The host's view of the sandbox's pids cgroup carries the limit.
   std::string limit;
-  for (const auto& dir : CgroupDirsWithPrefix(id)) {
+  for (const auto& dir : CgroupDirsWithPrefix(ManagerId(id))) {
     if (::access((dir + "/pids.max").c_str(), R_OK) == 0) limit = ReadHostFile(dir + "/pids.max");
   }
   EXPECT_EQ(limit, "16\n");
@@ -326,6 +333,11 @@ class ApiHttpTest : public SandboxFixture {
     if (server_) server_->Stop();
   }
 
+  std::string Internal(const std::string& id) {
+    Result<std::string> internal = server_->ManagerId(id);
+    return internal.ok() ? *internal : id;
+  }
+
   std::unique_ptr<HttpClient> Client(const std::string& token) {
     HttpClientOptions options;
     options.base_url = server_->base_url();
@@ -398,7 +410,7 @@ TEST_F(ApiHttpTest, MalformedJsonAndBadFieldsAre400) {
               Code::kInvalidArgument, "cursor");
   ExpectError(*http_, HttpMethod::kGet, "/v1/sandboxes/" + id + "/events?wait_ms=-1", "", 400,
               Code::kInvalidArgument, "wait_ms");
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 TEST_F(ApiHttpTest, UnknownSandboxIs404) {
@@ -419,7 +431,7 @@ TEST_F(ApiHttpTest, FilesThatAreNoRegularFilesAre400) {
   ASSERT_FALSE(id.empty());
   ExecRequest setup;
   setup.argv = {"/bin/sh", "-c", "mkfifo /tmp/fifo && ln -s /tmp/loop /tmp/loop"};
-  auto made = manager_->Exec(id, setup);
+  auto made = manager_->Exec(Internal(id), setup);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   ASSERT_EQ(made->exit_code, 0) << made->stderr_data;
   const std::string files = "/v1/sandboxes/" + id + "/files?path=";
@@ -431,7 +443,7 @@ TEST_F(ApiHttpTest, FilesThatAreNoRegularFilesAre400) {
               "path /dev/zero: a character device, not a regular file");
   ExpectError(*http_, HttpMethod::kGet, files + "/tmp/loop/x", "", 400, Code::kInvalidArgument,
               "path /tmp/loop/x: a symlink loop");
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 TEST_F(ApiHttpTest, OversizedBodyIs413) {
@@ -439,8 +451,8 @@ TEST_F(ApiHttpTest, OversizedBodyIs413) {
   ASSERT_FALSE(id.empty());
   ExpectError(*http_, HttpMethod::kPut, "/v1/sandboxes/" + id + "/files?path=/tmp/big", std::string(2 << 20, 'a'),
               413, Code::kResourceExhausted);
-  EXPECT_EQ(manager_->GetFile(id, "/tmp/big").status().code(), Code::kNotFound);
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  EXPECT_EQ(manager_->GetFile(Internal(id), "/tmp/big").status().code(), Code::kNotFound);
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 TEST_F(ApiHttpTest, FrozenExecIs409) {
@@ -453,7 +465,7 @@ TEST_F(ApiHttpTest, FrozenExecIs409) {
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   EXPECT_EQ((*events)["events"][0]["kind"], "created");
   EXPECT_EQ((*events)["cursor"], (*events)["events"].back()["seq"]);
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 TEST_F(ApiHttpTest, SignalTakesNamesAndNumbers) {
@@ -495,7 +507,7 @@ TEST_F(ApiHttpTest, SignalTakesNamesAndNumbers) {
     EXPECT_EQ((*result)["signal"], SIGUSR2) << DumpJson(request);
     EXPECT_EQ((*result)["exit_code"], 128 + SIGUSR2);
   }
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 TEST_F(ApiHttpTest, IdempotencyKeyInQuery) {
@@ -555,7 +567,7 @@ TEST_F(ApiHttpTest, StreamedExecIsNdjson) {
   EXPECT_EQ(lines[0], (Json{{"stream", "stdout"}, {"data", "a\n"}}));
   EXPECT_EQ(lines[1], (Json{{"stream", "stdout"}, {"data", "b\n"}}));
   EXPECT_EQ(lines[2]["result"]["exit_code"], 4);
-  ASSERT_TRUE(manager_->Destroy(id).ok());
+  ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
 }
 
 TEST_F(ApiHttpTest, MetricsCountOperations) {
@@ -619,13 +631,15 @@ TEST(SandboxdBinary, ServesAndCleansUpOnSigterm) {
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_EQ(result->exit_code, 7);
   EXPECT_EQ(result->stdout_data, "hi\n");
-  EXPECT_FALSE(CgroupDirsWithPrefix(*id).empty());
+  // The Manager names its sandboxes fr-<its pid>-...; public ids are random.
+  const std::string daemon_prefix = "fr-" + std::to_string(pid) + "-";
+  EXPECT_FALSE(CgroupDirsWithPrefix(daemon_prefix).empty());
 
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  EXPECT_TRUE(CgroupDirsWithPrefix(*id).empty());
+  EXPECT_TRUE(CgroupDirsWithPrefix(daemon_prefix).empty());
   ::unlink(token_path);
 }
 

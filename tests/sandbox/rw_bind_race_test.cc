@@ -127,7 +127,10 @@ class RwBindRaceTest : public SandboxFixture {
       return "";
     }
     auto json = ParseJson(reply->body);
-    return json.ok() ? json->value("id", "") : "";
+    // The Manager's id behind the public one, for the Manager's calls below.
+    auto internal = server_->ManagerId(json.ok() ? json->value("id", "") : "");
+    EXPECT_TRUE(internal.ok()) << internal.status().ToString();
+    return internal.ok() ? *internal : "";
   }
 
   // Runs `creates` victim creates; returns how many of the created ones see
@@ -211,7 +214,9 @@ TEST_F(RwBindRaceTest, ASwapperInAnotherSandboxNeverMovesABindOutOfTheWorkspace)
   ASSERT_TRUE(reply.ok() && reply->status == 201) << (reply.ok() ? reply->body : reply.status().ToString());
   auto json = ParseJson(reply->body);
   ASSERT_TRUE(json.ok());
-  const std::string attacker = json->value("id", "");
+  auto attacker_id = server_->ManagerId(json->value("id", ""));
+  ASSERT_TRUE(attacker_id.ok()) << attacker_id.status().ToString();
+  const std::string attacker = *attacker_id;
   const ExecResult started = Sh(attacker, "python3 " + p + "/swap.py " + p + " " + dir_ + "/host >" + p +
                                               "/swap.log 2>&1 &");
   ASSERT_EQ(started.exit_code, 0) << started.stderr_data;
