@@ -233,8 +233,9 @@ for version in (1, 2):
     for f in ("config.json", "model.safetensors"):
         shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
     call("/v1/weights", {"path": name, "version": version})
-while call("/v1/status")["weight_version"] < 2:
-    time.sleep(0.1)
+    # One swap at a time: the next is posted once this one is served.
+    while call("/v1/status")["weight_version"] < version:
+        time.sleep(0.1)
 batch = call("/v1/batches?min_groups=2&timeout=30&trainer_version=2")
 with open(os.path.join(os.path.dirname(root), "masks.txt"), "w") as out:
     for g in batch["groups"]:
