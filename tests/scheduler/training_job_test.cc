@@ -425,7 +425,9 @@ TEST_F(TrainingJobTest, GroupsWithNothingToTrainOnDoNotCloseTheStalenessGate) {
 TEST_F(TrainingJobTest, AJobThatMakesNoProgressForTheStallTimeoutFailsWithTheReason) {
   const JobConfig config = Load(WithScheduler(
       WriteConfig("stalled", "  command: [/bin/sh, -c, 'exec sleep 60', trainer]\n  restarts: 0\n"),
-      "stall_timeout: 1500ms", ""));
+      // Long enough for the first tokens under ASan on a loaded machine
+      // (at 1500ms the job once stalled before any sample finished).
+      "stall_timeout: 4s", ""));
   const auto start = std::chrono::steady_clock::now();
   auto summary = RunRlJob(config, {});
   ASSERT_FALSE(summary.ok());
@@ -433,7 +435,7 @@ TEST_F(TrainingJobTest, AJobThatMakesNoProgressForTheStallTimeoutFailsWithTheRea
   const std::string message = summary.status().message();
   EXPECT_EQ(summary.status().code(), Code::kDeadlineExceeded) << message;
   EXPECT_NE(message.find("stalled: no sample finished, no token generated, no group consumed and no weights"
-                         " published for 1500 ms (scheduler.stall_timeout)"),
+                         " published for 4000 ms (scheduler.stall_timeout)"),
             std::string::npos)
       << message;
   EXPECT_NE(message.find("2/4 groups finished, 2 opened"), std::string::npos) << message;
