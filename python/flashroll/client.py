@@ -93,15 +93,7 @@ class TrainerClient:
     def ack(self, lease):
         """Consumes the lease's groups for good (idempotent). `lease` is a Batch or
         its id. Returns True; raises LeaseExpired (409) or UnknownLease (404)."""
-        lease_id = lease if isinstance(lease, str) else lease.lease
-        route = f"POST /v1/batches/{lease_id}/ack"
-        status, _, body = self._request("POST", f"/v1/batches/{urllib.parse.quote(lease_id)}/ack")
-        if status == 409:
-            raise LeaseExpired(route, status, _error_message(body))
-        if status == 404:
-            raise UnknownLease(route, status, _error_message(body))
-        if status != 200:
-            raise ApiError(route, status, _error_message(body))
+        self._lease_call(lease, "ack")
         return True
 
     def renew(self, lease):
