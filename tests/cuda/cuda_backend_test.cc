@@ -23,6 +23,7 @@
 #include "engine/serving/device_logits.h"
 #include "engine/serving/engine.h"
 #include "engine/serving/generate.h"
+#include "tests/engine/engine_fixture.h"
 
 namespace flashroll::engine {
 namespace {
@@ -120,21 +121,8 @@ TEST(CudaBackendTest, Bf16ModelAgreesWithTheCpu) {
   EXPECT_EQ(*on_gpu, *on_cpu);
 }
 
-std::vector<int32_t> Prompt(int32_t seed, int64_t len) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(3 + (seed * 7919 + i * 104729) % 2400));
-  return p;
-}
-
-GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0.9;
-  r.sampling.seed = seed;
-  return r;
-}
+using testing::Prompt;
+using testing::Sampled;
 
 EngineOptions GpuOptions() {
   EngineOptions o;
