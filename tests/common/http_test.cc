@@ -265,6 +265,16 @@ TEST(HttpMapping, StatusCodesFollowTheTable) {
   EXPECT_EQ(CodeFromHttpStatus(599), Code::kInternal);
 }
 
+// A reply without an error body keeps its code where the table is one-to-one.
+TEST(HttpMapping, CodeFromHttpStatusInvertsTheOneToOneCodes) {
+  for (Code code : {Code::kInvalidArgument, Code::kUnauthenticated, Code::kPermissionDenied, Code::kNotFound,
+                    Code::kAlreadyExists, Code::kDeadlineExceeded, Code::kUnavailable, Code::kUnimplemented,
+                    Code::kInternal}) {
+    EXPECT_EQ(CodeFromHttpStatus(HttpStatusFromCode(code)), code) << HttpStatusFromCode(code);
+  }
+  EXPECT_EQ(CodeFromHttpStatus(200), Code::kOk);
+}
+
 TEST(HttpMapping, StatusFromHttpReplyReadsErrorBodies) {
   Status s =
       StatusFromHttpReply(404, R"({"error": {"code": "not_found", "message": "no sandbox sb-9"}})");
