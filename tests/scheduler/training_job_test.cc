@@ -366,8 +366,8 @@ TEST_F(TrainingJobTest, AResumedJobDoesNotServeAgainTheGroupsAPublishedCheckpoin
 // A test double of a trainer. First start: leases two groups holding
 // version 0, acks them (into version 1), writes their ids and dies (exit 1)
 // before any checkpoint holds them. Restarted by the job: leases what the
-// job serves until nothing comes for 3 s, writing each group id, acks it,
-// then publishes version 1 (a copy of the model) and exits 0.
+// job serves until nothing comes for 3 s or the queue closes, writing each
+// group id, acks it, then publishes version 1 (a copy of the model) and exits 0.
 constexpr char kDyingAfterAckTrainer[] = R"PY(
 import json, os, shutil, sys, urllib.error, urllib.request
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
@@ -386,7 +386,10 @@ if not os.path.exists(os.path.join(here, "first.txt")):
     sys.exit(1)
 with open(os.path.join(here, "second.txt"), "w") as out:
     while True:
-        batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
+        try:
+            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
+        except urllib.error.HTTPError:
+            break  # 409: the queue closed
         if batch is None:
             break
         out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
@@ -430,8 +433,8 @@ TEST_F(TrainingJobTest, AGroupAckedByATrainerThatDiedBeforeItsCheckpointIsServed
 // A test double of a trainer. First run: leases two groups, acks them,
 // writes checkpoint v000001 but never publishes it, marks that in
 // written.txt and waits to be killed with the job. Resumed: writes what GET
-// /v1/weights says, leases what the job serves until nothing comes for 3 s,
-// writing each group id, and exits 0.
+// /v1/weights says, leases what the job serves until nothing comes for 3 s
+// or the queue closes, writing each group id, and exits 0.
 constexpr char kUnpublishedCheckpointTrainer[] = R"PY(
 import json, os, shutil, sys, time, urllib.error, urllib.request
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
@@ -460,7 +463,10 @@ with open(os.path.join(here, "weights.json"), "w") as out:
     json.dump(weights, out)
 with open(os.path.join(here, "second.txt"), "w") as out:
     while True:
-        batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
+        try:
+            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
+        except urllib.error.HTTPError:
+            break  # 409: the queue closed
         if batch is None:
             break
         out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
