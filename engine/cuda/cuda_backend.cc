@@ -1,7 +1,8 @@
 // The CUDA backend: weights (device_weights.h), the paged KV pool and every
 // step's activations live on one GPU; kernels.h runs the decoder. Only the
-// step's inputs (tokens, positions, block tables, RoPE angles) go up and the
-// wanted logits come down.
+// step's inputs (tokens, positions, block tables, RoPE angles) go up; what
+// comes down is, per logit row, either its draw (ForwardAndDraw: sampled
+// here under the CPU sampler's contract) or its logits.
 //
 // A step's kernel sequence depends only on its row count, its logit-row
 // count and where the buffers are, so the second step of a shape is
@@ -130,10 +131,20 @@ class CudaBackend : public Backend {
   }
 
   Status Forward(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed) override {
+    return ForwardAndDraw(batch, logits, routed, {});
+  }
+
+  bool DrawsOnDevice() const override { return true; }
+
+  Status ForwardAndDraw(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed,
+                        std::span<RowDraw> draws) override {
     if (!error_.ok()) return error_;
     if (keys_.empty()) return Status::FailedPrecondition("the CUDA backend has no KV storage yet");
     if (!weights_) return Status::FailedPrecondition("the CUDA backend has no weights");
-    Status st = Run(batch, logits);
+    if (!draws.empty() && draws.size() != batch.logit_rows.size()) {
+      return Status::InvalidArgument("ForwardAndDraw: one draw per logit row");
+    }
+    Status st = Run(batch, logits, draws);
     if (!st.ok()) error_ = st;  // the stream's state after a failed step is unknown
     if (routed) routed->clear();
     return st;
@@ -182,7 +193,7 @@ class CudaBackend : public Backend {
     }
   }
 
-  Status Run(const ForwardBatch& batch, float* logits) {
+  Status Run(const ForwardBatch& batch, float* logits, std::span<RowDraw> draws) {
     const Model& model = *weights_->model;
     const ModelConfig& c = model.config();
     FR_RETURN_IF_ERROR(model.PlanRows(batch, &positions_, &tables_));
@@ -225,12 +236,56 @@ class CudaBackend : public Backend {
     FR_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(rows, 1) * c.vocab_size * f));
 
     FR_RETURN_IF_ERROR(RunDecoder(n, rows));
-    if (rows > 0) {
-      FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(logits, logits_.get(), rows * c.vocab_size * f,
-                                                   cudaMemcpyDeviceToHost, s),
+    // Rows drawn here stay here; runs of the others come back for the host.
+    const size_t row_bytes = static_cast<size_t>(c.vocab_size) * f;
+    const auto on_device = [&](int64_t k) { return !draws.empty() && draws[k].on_device; };
+    for (int64_t k = 0; k < rows;) {
+      if (on_device(k)) {
+        ++k;
+        continue;
+      }
+      int64_t end = k + 1;
+      while (end < rows && !on_device(end)) ++end;
+      FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(logits + k * c.vocab_size, logits_.get<float>() + k * c.vocab_size,
+                                                   (end - k) * row_bytes, cudaMemcpyDeviceToHost, s),
                                    "copying the logits back"));
+      k = end;
     }
-    return CudaCheck(cudaStreamSynchronize(s), "running the step");
+    FR_RETURN_IF_ERROR(Draw(draws, c.vocab_size));
+    return Status::Ok();
+  }
+
+  // Samples the rows marked on_device (all of them, in one launch over the
+  // step's logit rows) and waits for the step.
+  Status Draw(std::span<RowDraw> draws, int64_t vocab) {
+    const cudaStream_t s = stream_.get();
+    bool any = false;
+    for (const RowDraw& d : draws) any = any || d.on_device;
+    if (!any) return CudaCheck(cudaStreamSynchronize(s), "running the step");
+    const int64_t rows = static_cast<int64_t>(draws.size());
+    draw_params_.resize(draws.size());
+    for (size_t k = 0; k < draws.size(); ++k) {
+      draw_params_[k].greedy = draws[k].plan.greedy ? 1 : 0;
+      draw_params_[k].inv_t = draws[k].plan.inv_t;
+      draw_params_[k].u = draws[k].plan.u;
+    }
+    FR_RETURN_IF_ERROR(Upload(draw_params_, &d_draw_params_, s));
+    FR_RETURN_IF_ERROR(d_block_sums_.Reserve(static_cast<size_t>(rows * ((vocab + 63) / 64)) * sizeof(double)));
+    FR_RETURN_IF_ERROR(d_draws_.Reserve(draws.size() * sizeof(cuda::DrawResult)));
+    cuda::DrawRows(logits_.get<float>(), rows, vocab, d_draw_params_.get<cuda::DrawParams>(),
+                   d_block_sums_.get<double>(), d_draws_.get<cuda::DrawResult>(), s);
+    FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the draw"));
+    draw_results_.resize(draws.size());
+    FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(draw_results_.data(), d_draws_.get(),
+                                                 draws.size() * sizeof(cuda::DrawResult), cudaMemcpyDeviceToHost, s),
+                                 "copying the draws back"));
+    FR_RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(s), "running the step"));
+    for (size_t k = 0; k < draws.size(); ++k) {
+      if (!draws[k].on_device) continue;
+      const cuda::DrawResult& r = draw_results_[k];
+      draws[k].result = {r.token, r.token_logit, r.max_logit, r.weight_sum};
+    }
+    return Status::Ok();
   }
 
   // The kernels of a step of n rows and `rows` logit rows, on the uploaded
@@ -329,6 +384,10 @@ class CudaBackend : public Backend {
   DeviceBuffer d_tokens_, d_positions_, d_offsets_, d_tables_, d_rope_, d_logit_rows_;
   DeviceBuffer x_, h_, qkv_, attn_, gate_up_, act_, logits_;
   std::map<std::pair<int64_t, int64_t>, StepGraph> graphs_;  // by (rows, logit rows)
+  // Device draws: their parameters and results (host, then device).
+  std::vector<cuda::DrawParams> draw_params_;
+  std::vector<cuda::DrawResult> draw_results_;
+  DeviceBuffer d_draw_params_, d_block_sums_, d_draws_;
 };
 
 }  // namespace

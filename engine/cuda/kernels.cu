@@ -436,6 +436,138 @@ __global__ void SwiGluKernel(const float* gate_up, int64_t count, int64_t width,
   y[i] = gate / (1.0f + expf(-gate)) * row[width + i % width];
 }
 
+// ---- Sampling: the CPU sampler's draw (engine/sampling/sampler.cc) ----
+//
+// Every operation below is one IEEE double rounding, written as an
+// intrinsic so that nvcc fuses nothing, in the order sampler.cc's Exp,
+// Block64, BlockSum, BlockDraw and ArgMax use.
+
+constexpr int kDrawThreads = 1024;
+constexpr int64_t kDrawBlock = 64;
+
+__device__ double ExpNonPositive(double x) {
+  const double kLog2e = 1.4426950408889634074;
+  const double kShift = 0x1.8p52;
+  const double kLn2Hi = 6.93147180369123816490e-01;
+  const double kLn2Lo = 1.90821492927058770002e-10;
+  const double t = __dadd_rn(__dmul_rn(x, kLog2e), kShift);
+  const double kd = __dsub_rn(t, kShift);
+  const double r = __dsub_rn(__dsub_rn(x, __dmul_rn(kd, kLn2Hi)), __dmul_rn(kd, kLn2Lo));
+  const double coefficients[] = {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+                                 1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,     1.0 / 120.0,
+                                 1.0 / 24.0,        1.0 / 6.0,        0.5,             1.0,
+                                 1.0};
+  double p = __dadd_rn(__dmul_rn(r, 1.0 / 6227020800.0), coefficients[0]);
+#pragma unroll
+  for (int i = 1; i < 13; ++i) p = __dadd_rn(__dmul_rn(p, r), coefficients[i]);
+  const unsigned long long k =
+      static_cast<unsigned long long>(__double_as_longlong(t)) - static_cast<unsigned long long>(__double_as_longlong(kShift));
+  if (!(x >= -707.0)) return 0.0;
+  return __longlong_as_double(static_cast<long long>(static_cast<unsigned long long>(__double_as_longlong(p)) + (k << 52)));
+}
+
+__device__ double DrawWeight(const float* x, int64_t i, int64_t vocab, float x_max, double inv_t) {
+  if (i >= vocab) return 0.0;  // the last block's padding
+  return ExpNonPositive(__dmul_rn(__dsub_rn(static_cast<double>(x[i]), static_cast<double>(x_max)), inv_t));
+}
+
+// Block64: lane l of 8 sums ids l, 8 + l, ..., 56 + l pairwise, then the
+// lanes pairwise.
+__device__ double DrawBlock(const float* x, int64_t begin, int64_t vocab, float x_max, double inv_t) {
+  double lane[8];
+#pragma unroll
+  for (int l = 0; l < 8; ++l) {
+    double v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = DrawWeight(x, begin + 8 * j + l, vocab, x_max, inv_t);
+    lane[l] = __dadd_rn(__dadd_rn(__dadd_rn(v[0], v[1]), __dadd_rn(v[2], v[3])),
+                        __dadd_rn(__dadd_rn(v[4], v[5]), __dadd_rn(v[6], v[7])));
+  }
+  return __dadd_rn(__dadd_rn(__dadd_rn(lane[0], lane[1]), __dadd_rn(lane[2], lane[3])),
+                   __dadd_rn(__dadd_rn(lane[4], lane[5]), __dadd_rn(lane[6], lane[7])));
+}
+
+__global__ void __launch_bounds__(kDrawThreads)
+    DrawKernel(const float* logits, int64_t vocab, const DrawParams* params, double* block_sums, DrawResult* out) {
+  const int64_t row = blockIdx.x;
+  const float* x = logits + row * vocab;
+  const DrawParams p = params[row];
+  const int64_t blocks = (vocab + kDrawBlock - 1) / kDrawBlock;
+  double* sums = block_sums + row * blocks;
+  // The argmax, ties to the lower id, NaN never winning, 0 when nothing
+  // beats -inf: each thread keeps its first maximum, then a tree of
+  // (value, id) comparisons.
+  __shared__ float best_value[kDrawThreads];
+  __shared__ int64_t best_id[kDrawThreads];
+  float bv = -INFINITY;
+  int64_t bi = 0;
+  for (int64_t i = threadIdx.x; i < vocab; i += kDrawThreads) {
+    if (x[i] > bv) {
+      bv = x[i];
+      bi = i;
+    }
+  }
+  best_value[threadIdx.x] = bv;
+  best_id[threadIdx.x] = bi;
+  __syncthreads();
+  for (int half = kDrawThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const float ov = best_value[threadIdx.x + half];
+      const int64_t oi = best_id[threadIdx.x + half];
+      if (ov > best_value[threadIdx.x] || (ov == best_value[threadIdx.x] && oi < best_id[threadIdx.x])) {
+        best_value[threadIdx.x] = ov;
+        best_id[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  const int64_t argmax = best_id[0];
+  const float x_max = x[argmax];
+  for (int64_t b = threadIdx.x; b < blocks; b += kDrawThreads) {
+    sums[b] = DrawBlock(x, b * kDrawBlock, vocab, x_max, p.inv_t);
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double total = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) total = __dadd_rn(total, sums[b]);
+  int64_t token = argmax;
+  if (!p.greedy) {
+    // BlockDraw: the block where the running sum passes u x total, then its
+    // ids one at a time; should rounding disagree, its last positive id;
+    // past every block, the row's last positive id; with none, the argmax.
+    const double target = __dmul_rn(p.u, total);
+    int64_t found = -1;
+    double cum = 0.0;
+    for (int64_t b = 0; b < blocks && found < 0; ++b) {
+      const double next = __dadd_rn(cum, sums[b]);
+      if (next > target) {
+        const int64_t begin = b * kDrawBlock;
+        const int64_t end = begin + kDrawBlock < vocab ? begin + kDrawBlock : vocab;
+        double c = cum;
+        for (int64_t i = begin; i < end && found < 0; ++i) {
+          c = __dadd_rn(c, DrawWeight(x, i, vocab, x_max, p.inv_t));
+          if (c > target) found = i;
+        }
+        for (int64_t i = end - 1; i >= begin && found < 0; --i) {
+          if (DrawWeight(x, i, vocab, x_max, p.inv_t) > 0) found = i;
+        }
+        break;
+      }
+      cum = next;
+    }
+    for (int64_t i = vocab - 1; i >= 0 && found < 0; --i) {
+      if (DrawWeight(x, i, vocab, x_max, p.inv_t) > 0) found = i;
+    }
+    if (found >= 0) token = found;
+  }
+  DrawResult r;
+  r.token = static_cast<int32_t>(token);
+  r.token_logit = x[token];
+  r.max_logit = x_max;
+  r.weight_sum = total;
+  out[row] = r;
+}
+
 unsigned Blocks(int64_t count, int threads) { return static_cast<unsigned>((count + threads - 1) / threads); }
 
 }  // namespace
@@ -493,6 +625,12 @@ void Attention(const float* q, int64_t q_stride, int64_t n, int64_t heads, float
     case 128: return LaunchAttention<128>(q, q_stride, n, heads, scale, kv, out, stream);
     default: return;  // refused when the backend is made (AttentionSupports)
   }
+}
+
+void DrawRows(const float* logits, int64_t n, int64_t vocab, const DrawParams* params, double* block_sums,
+              DrawResult* out, cudaStream_t stream) {
+  if (n == 0) return;
+  DrawKernel<<<static_cast<unsigned>(n), kDrawThreads, 0, stream>>>(logits, vocab, params, block_sums, out);
 }
 
 void SwiGlu(const float* gate_up, int64_t n, int64_t width, float* y, cudaStream_t stream) {

@@ -81,4 +81,28 @@ bool AttentionSupports(int64_t head_dim);
 // (the fused gate/up projection's output), t < n, i < width.
 void SwiGlu(const float* gate_up, int64_t n, int64_t width, float* y, cudaStream_t stream);
 
+// One logit row's draw under the CPU sampler's contract
+// (engine/sampling/sampler.h) for its plain parameters (no penalties, no
+// top-k, top-p or min-p): greedy is the argmax, ties to the lower id;
+// otherwise the weights exp((l - l_max) x inv_t) come from the sampler's own
+// degree-13 polynomial in double without fused multiply-adds, are summed in
+// its blocks of 64 by its fixed tree and the blocks in ascending id, and the
+// token is the inverse CDF at u x total, walked the same way. The result is
+// what the CPU sampler computes before it takes the log.
+struct DrawParams {
+  double inv_t = 1.0;  // 1 / temperature (1 when greedy)
+  double u = 0.0;      // UniformDouble(seed, choice, token index); unused when greedy
+  int32_t greedy = 1;
+};
+struct DrawResult {
+  int32_t token = 0;
+  float token_logit = 0;
+  float max_logit = 0;
+  double weight_sum = 0;  // the block sum of every weight
+};
+// Draws the n rows of logits [n][vocab] with params[n] into out[n];
+// block_sums has room for n x ceil(vocab / 64) doubles.
+void DrawRows(const float* logits, int64_t n, int64_t vocab, const DrawParams* params, double* block_sums,
+              DrawResult* out, cudaStream_t stream);
+
 }  // namespace flashroll::engine::cuda

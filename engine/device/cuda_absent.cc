@@ -1,7 +1,7 @@
 // The device entry points of a build without CUDA (nvcc was not found when
 // it was configured): the CPU runs, `--device cuda` is refused up front.
 #include "engine/device/device.h"
-#include "engine/device/device_matmul.h"
+#include "engine/device/device_kernels.h"
 #include "engine/serving/backend.h"
 
 namespace flashroll::engine {
@@ -17,6 +17,14 @@ Status CheckDevice(const DeviceSpec& device, int64_t /*bytes_needed*/) {
 Result<std::vector<float>> DeviceMatMulBf16(const DeviceSpec& device, const std::vector<uint16_t>& /*w*/,
                                             int64_t /*rows*/, int64_t /*cols*/, const std::vector<float>& /*x*/,
                                             int64_t /*n*/, const std::vector<float>& /*residual*/) {
+  FR_RETURN_IF_ERROR(CheckDevice(device, 0));
+  return Status::Internal("unreachable: CheckDevice refuses CUDA in this build");
+}
+
+Result<std::vector<SampledToken>> DeviceDrawRows(const DeviceSpec& device, const std::vector<float>& /*logits*/,
+                                                 int64_t /*vocab*/, const std::vector<SamplingParams>& /*params*/,
+                                                 const std::vector<uint64_t>& /*choices*/,
+                                                 const std::vector<uint64_t>& /*indices*/) {
   FR_RETURN_IF_ERROR(CheckDevice(device, 0));
   return Status::Internal("unreachable: CheckDevice refuses CUDA in this build");
 }

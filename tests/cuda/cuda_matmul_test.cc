@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/device/device_matmul.h"
+#include "engine/device/device_kernels.h"
 
 namespace flashroll::engine {
 namespace {
