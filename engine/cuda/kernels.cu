@@ -49,6 +49,39 @@ __global__ void RmsNormKernel(const float* x, const int64_t* rows, int64_t width
   for (int64_t c = threadIdx.x; c < width; c += kNormThreads) out[i * width + c] = xr[c] * scale * weight[c];
 }
 
+// RmsNormKernel for widths that are a multiple of 4: 16-byte accesses, each
+// thread's squares summed in column order, the threads by a warp butterfly
+// and the 8 warp sums in order.
+__global__ void RmsNormKernel4(const float* x, const int64_t* rows, int64_t width, const float* weight, float eps,
+                               float* out) {
+  const int64_t i = blockIdx.x;
+  const float4* xr = reinterpret_cast<const float4*>(x + (rows ? rows[i] : i) * width);
+  const float4* wr = reinterpret_cast<const float4*>(weight);
+  float4* o = reinterpret_cast<float4*>(out + i * width);
+  const int64_t quads = width / 4;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < quads; c += kNormThreads) {
+    const float4 v = xr[c];
+    ss = __fmaf_rn(v.x, v.x, ss);
+    ss = __fmaf_rn(v.y, v.y, ss);
+    ss = __fmaf_rn(v.z, v.z, ss);
+    ss = __fmaf_rn(v.w, v.w, ss);
+  }
+  ss = WarpSum(ss);
+  __shared__ float warp_sums[kNormThreads / kWarp];
+  if (threadIdx.x % kWarp == 0) warp_sums[threadIdx.x / kWarp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kNormThreads / kWarp; ++w) total = __fadd_rn(total, warp_sums[w]);
+  const float scale = 1.0f / sqrtf(total / static_cast<float>(width) + eps);
+  for (int64_t c = threadIdx.x; c < quads; c += kNormThreads) {
+    const float4 v = xr[c];
+    const float4 w = wr[c];
+    o[c] = make_float4(v.x * scale * w.x, v.y * scale * w.y, v.z * scale * w.z, v.w * scale * w.w);
+  }
+}
+
 // ---- f32 MatMul (FMA) ----
 
 constexpr int kMatMulWarps = 8;  // output features per block
@@ -59,6 +92,17 @@ __device__ void LoadEight(const float* p, float* out) {
   const float4 b = reinterpret_cast<const float4*>(p)[1];
   out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
   out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
+}
+
+__device__ void LoadEight(const __nv_bfloat16* p, float* out) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __bfloat1622float2(pairs[j]);
+    out[2 * j] = f.x;
+    out[2 * j + 1] = f.y;
+  }
 }
 
 __global__ void MatMulKernel(const float* __restrict__ w, const float* __restrict__ x, const float* residual, int64_t n,
@@ -382,16 +426,27 @@ __global__ void AttentionKernel(const float* q, int64_t q_stride, int64_t heads,
   for (int64_t p = lane; p <= last; p += kWarp) {
     const int64_t block = table[p / kv.block_size];
     const int64_t base = ((block * kv.num_kv_heads + kv_head) * kv.block_size + p % kv.block_size) * kHeadDim;
+    // 16-byte loads; the sum still runs d = 0, 1, 2, ... in order.
     float s = 0.0f;
 #pragma unroll
-    for (int d = 0; d < kHeadDim; ++d) s = __fmaf_rn(qs[d], Load(keys + base + d), s);
+    for (int c = 0; c < kHeadDim; c += 8) {
+      float k8[8];
+      LoadEight(keys + base + c, k8);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s = __fmaf_rn(qs[c + j], k8[j], s);
+    }
     s = __fmul_rn(s, scale);
     const float new_m = fmaxf(m, s);
     const float correction = expf(m - new_m);
     const float weight = expf(s - new_m);
     l = __fadd_rn(__fmul_rn(l, correction), weight);
 #pragma unroll
-    for (int d = 0; d < kHeadDim; ++d) acc[d] = __fmaf_rn(weight, Load(values + base + d), __fmul_rn(acc[d], correction));
+    for (int c = 0; c < kHeadDim; c += 8) {
+      float v8[8];
+      LoadEight(values + base + c, v8);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[c + j] = __fmaf_rn(weight, v8[j], __fmul_rn(acc[c + j], correction));
+    }
     m = new_m;
   }
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
@@ -586,7 +641,11 @@ void EmbedRows(const DeviceMatrix& table, const int32_t* tokens, int64_t n, floa
 void RmsNormRows(const float* x, const int64_t* rows, int64_t n, int64_t width, const float* weight, float eps,
                  float* out, cudaStream_t stream) {
   if (n == 0) return;
-  RmsNormKernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, rows, width, weight, eps, out);
+  if (width % 4 == 0) {
+    RmsNormKernel4<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, rows, width, weight, eps, out);
+  } else {
+    RmsNormKernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, rows, width, weight, eps, out);
+  }
 }
 
 void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream, const float* residual) {

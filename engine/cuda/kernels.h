@@ -12,7 +12,8 @@
 //   MatMul, f32 weights: one warp per output feature; lane j sums elements
 //     8j .. 8j+7, 8j+256 .., in order, then the 32 lane sums are added by a
 //     fixed butterfly. Rows run in groups of 4 that share the weight loads.
-//   RmsNorm: one 256-thread block per row, strided partial sums, fixed tree.
+//   RmsNorm: one 256-thread block per row, strided partial sums (float4 ones
+//     where the width is a multiple of 4), then a fixed tree.
 //   Attention: one warp per (row, head); lane j takes positions j, j+32, ...
 //     of the row's context with an online softmax, and the 32 partial
 //     (max, sum, output) triples merge by a fixed butterfly: the split of the
