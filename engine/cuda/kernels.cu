@@ -449,24 +449,27 @@ __global__ void AttentionKernel(const float* q, int64_t q_stride, int64_t heads,
     }
     m = new_m;
   }
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other_m = __shfl_xor_sync(kFullMask, m, offset);
-    const float other_l = __shfl_xor_sync(kFullMask, l, offset);
-    const float new_m = fmaxf(m, other_m);
-    const float mine = m == -INFINITY ? 0.0f : expf(m - new_m);
-    const float theirs = other_m == -INFINITY ? 0.0f : expf(other_m - new_m);
-    l = __fadd_rn(__fmul_rn(l, mine), __fmul_rn(other_l, theirs));
+  // The 32 lanes' (max, sum, output) merge through shared memory: each lane
+  // scales by f_j = exp(m_j - M), M the largest m_j, and every output
+  // element and the normaliser sum the lanes in order j = 0 .. 31.
+  __shared__ float lane_acc[kWarp][kHeadDim + 1];  // +1: no bank conflicts
+  __shared__ float lane_l[kWarp], lane_f[kWarp], lane_m[kWarp];
 #pragma unroll
-    for (int d = 0; d < kHeadDim; ++d) {
-      const float other = __shfl_xor_sync(kFullMask, acc[d], offset);
-      acc[d] = __fadd_rn(__fmul_rn(acc[d], mine), __fmul_rn(other, theirs));
-    }
-    m = new_m;
-  }
+  for (int d = 0; d < kHeadDim; ++d) lane_acc[lane][d] = acc[d];
+  lane_l[lane] = l;
+  lane_m[lane] = m;
+  __syncwarp();
+  float big = -INFINITY;
+  for (int j = 0; j < kWarp; ++j) big = fmaxf(big, lane_m[j]);
+  lane_f[lane] = m == -INFINITY ? 0.0f : expf(m - big);
+  __syncwarp();
+  float total = 0.0f;
+  for (int j = 0; j < kWarp; ++j) total = __fmaf_rn(lane_l[j], lane_f[j], total);
   float* o = out + (t * heads + h) * kHeadDim;
-#pragma unroll
-  for (int d = 0; d < kHeadDim; ++d) {
-    if (d % kWarp == lane) o[d] = __fdiv_rn(acc[d], l);
+  for (int d = lane; d < kHeadDim; d += kWarp) {
+    float sum = 0.0f;
+    for (int j = 0; j < kWarp; ++j) sum = __fmaf_rn(lane_acc[j][d], lane_f[j], sum);
+    o[d] = __fdiv_rn(sum, total);
   }
 }
 

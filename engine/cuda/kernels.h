@@ -16,8 +16,9 @@
 //     where the width is a multiple of 4), then a fixed tree.
 //   Attention: one warp per (row, head); lane j takes positions j, j+32, ...
 //     of the row's context with an online softmax, and the 32 partial
-//     (max, sum, output) triples merge by a fixed butterfly: the split of the
-//     KV into 32 parts is fixed by the sequence's own length.
+//     (max, sum, output) triples merge through shared memory, lanes summed in
+//     order 0 .. 31: the split of the KV into 32 parts is fixed by the
+//     sequence's own length.
 // All launches go on `stream`; none synchronises.
 #pragma once
 
