@@ -40,7 +40,7 @@ Result<std::vector<float>> DeviceMatMulBf16(const DeviceSpec& device, const std:
   return y;
 }
 
-Result<std::vector<SampledToken>> DeviceDrawRows(const DeviceSpec& device, const std::vector<float>& logits,
+Result<std::vector<DeviceDrawOutcome>> DeviceDrawRows(const DeviceSpec& device, const std::vector<float>& logits,
                                                  int64_t vocab, const std::vector<SamplingParams>& params,
                                                  const std::vector<uint64_t>& choices,
                                                  const std::vector<uint64_t>& indices) {
@@ -78,10 +78,11 @@ Result<std::vector<SampledToken>> DeviceDrawRows(const DeviceSpec& device, const
   FR_RETURN_IF_ERROR(CudaCheck(
       cudaMemcpy(results.data(), dr.get(), results.size() * sizeof(cuda::DrawResult), cudaMemcpyDeviceToHost),
       "reading the draws"));
-  std::vector<SampledToken> out;
+  std::vector<DeviceDrawOutcome> out;
   for (size_t r = 0; r < results.size(); ++r) {
     const cuda::DrawResult& d = results[r];
-    out.push_back(Sampler::FinishDeviceDraw({d.token, d.token_logit, d.max_logit, d.weight_sum}, params[r]));
+    const DeviceDraw draw{d.token, d.token_logit, d.max_logit, d.weight_sum};
+    out.push_back({draw, Sampler::FinishDeviceDraw(draw, params[r])});
   }
   return out;
 }

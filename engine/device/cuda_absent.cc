@@ -21,7 +21,7 @@ Result<std::vector<float>> DeviceMatMulBf16(const DeviceSpec& device, const std:
   return Status::Internal("unreachable: CheckDevice refuses CUDA in this build");
 }
 
-Result<std::vector<SampledToken>> DeviceDrawRows(const DeviceSpec& device, const std::vector<float>& /*logits*/,
+Result<std::vector<DeviceDrawOutcome>> DeviceDrawRows(const DeviceSpec& device, const std::vector<float>& /*logits*/,
                                                  int64_t /*vocab*/, const std::vector<SamplingParams>& /*params*/,
                                                  const std::vector<uint64_t>& /*choices*/,
                                                  const std::vector<uint64_t>& /*indices*/) {

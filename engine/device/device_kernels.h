@@ -29,9 +29,13 @@ Result<std::vector<float>> DeviceMatMulBf16(const DeviceSpec& device, const std:
 // engine samples there (Sampler::PlanDeviceDraw, then FinishDeviceDraw).
 // InvalidArgument when a row's params are not Sampler::DrawsOnDevice's or
 // the sizes disagree.
-Result<std::vector<SampledToken>> DeviceDrawRows(const DeviceSpec& device, const std::vector<float>& logits,
-                                                 int64_t vocab, const std::vector<SamplingParams>& params,
-                                                 const std::vector<uint64_t>& choices,
-                                                 const std::vector<uint64_t>& indices);
+struct DeviceDrawOutcome {
+  DeviceDraw draw;       // what the device computed
+  SampledToken sampled;  // FinishDeviceDraw of it
+};
+Result<std::vector<DeviceDrawOutcome>> DeviceDrawRows(const DeviceSpec& device, const std::vector<float>& logits,
+                                                      int64_t vocab, const std::vector<SamplingParams>& params,
+                                                      const std::vector<uint64_t>& choices,
+                                                      const std::vector<uint64_t>& indices);
 
 }  // namespace flashroll::engine

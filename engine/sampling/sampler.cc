@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/sampling/philox.h"
+#include "engine/sampling/sampler_testing.h"
 
 // FR_NO_FP_CONTRACT: the exp below must give the same bits on every path
 // (scalar, SSE2, AVX2, AVX-512), so a * b + c is never fused into one
@@ -592,6 +593,12 @@ SampledToken Sampler::Sample(const float* logits, const SamplingParams& params, 
     for (int64_t j = 0; j < n; ++j) out.top.push_back({IdOf(keys[j]), raw_logprob(IdOf(keys[j]))});
   }
   return out;
+}
+
+double TEST_SamplerRawWeightSum(const float* logits, int64_t vocab, double inv_t) {
+  std::vector<double> weights(static_cast<size_t>(vocab));
+  ExpPass(logits, vocab, logits[ArgMax(logits, vocab)], inv_t, weights.data());
+  return BlockSum(weights.data(), vocab, 0.0);
 }
 
 bool Sampler::DrawsOnDevice(const SamplingParams& p) {

@@ -1,6 +1,6 @@
 // Sampling on the GPU under the CPU sampler's contract: the device draw
 // (engine/cuda DrawRows, finished by Sampler::FinishDeviceDraw) gives the
-// token, logprob and processed logprob the CPU Sampler gives for the same
+// weight sum, token, logprob and processed logprob the CPU Sampler gives for the same
 // logits, seed, choice and token index, bit for bit; and a seeded request
 // sampled on the GPU by the engine is what the host sampler draws from the
 // GPU's own logits.
@@ -17,6 +17,7 @@
 #include "engine/device/device_kernels.h"
 #include "engine/models/model.h"
 #include "engine/sampling/sampler.h"
+#include "engine/sampling/sampler_testing.h"
 #include "engine/serving/device_logits.h"
 #include "engine/serving/engine.h"
 #include "tests/engine/engine_fixture.h"
@@ -80,7 +81,11 @@ TEST_P(CudaDrawTest, DrawsEqualTheCpuSamplersBitwise) {
     Sampler cpu(vocab);
     for (int64_t r = 0; r < rows; ++r) {
       const SampledToken want = cpu.Sample(&logits[r * vocab], params[r], {}, {}, choices[r], indices[r]);
-      const SampledToken& got = (*device)[r];
+      const SampledToken& got = (*device)[r].sampled;
+      // The sum itself, bit for bit: an ulp off in a weight seldom moves a
+      // float logprob or a drawn token, so those alone would not show it.
+      const double sum = TEST_SamplerRawWeightSum(&logits[r * vocab], vocab, temperature > 0 ? 1.0 / temperature : 1.0);
+      EXPECT_EQ(0, std::memcmp(&sum, &(*device)[r].draw.weight_sum, sizeof(double))) << "T " << temperature << " row " << r;
       ASSERT_EQ(got.token, want.token) << "T " << temperature << " row " << r;
       EXPECT_TRUE(SameBits(got.logprob, want.logprob)) << "T " << temperature << " row " << r;
       EXPECT_TRUE(SameBits(got.processed_logprob, want.processed_logprob)) << "T " << temperature << " row " << r;
