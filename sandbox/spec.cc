@@ -135,9 +135,30 @@ Status ParseUserGroup(std::string_view text, std::string* user, std::string* gro
   return CheckExecUser("group", *group);
 }
 
+void ApplyImageDefaults(const ImageDefaults& defaults, SandboxSpec* spec) {
+  if (spec->user.empty() && spec->group.empty()) {
+    spec->user = defaults.user;
+    spec->group = defaults.group;
+  }
+  if (spec->workdir.empty()) spec->workdir = defaults.workdir;
+}
+
+Status CheckWorkdir(std::string_view field, std::string_view value) {
+  if (value.empty()) return Status::Ok();
+  if (value[0] != '/') {
+    return Status::InvalidArgument(std::string(field) + " '" + std::string(value) + "': must be an absolute path");
+  }
+  if (value.size() > 4096) return Status::InvalidArgument(std::string(field) + ": longer than 4096 characters");
+  if (value.find_first_of(std::string_view("\n\0", 2)) != std::string_view::npos) {
+    return Status::InvalidArgument(std::string(field) + ": may not contain a newline or NUL");
+  }
+  return Status::Ok();
+}
+
 Status ValidateSpec(const SandboxSpec& spec) {
   FR_RETURN_IF_ERROR(CheckExecUser("user", spec.user));
   FR_RETURN_IF_ERROR(CheckExecUser("group", spec.group));
+  FR_RETURN_IF_ERROR(CheckWorkdir("workdir", spec.workdir));
   if (spec.image == ImageKind::kDirectory) {
     if (spec.image_dir.empty() || spec.image_dir[0] != '/') {
       return Status::InvalidArgument("image: directory must be an absolute path");

@@ -32,7 +32,8 @@ std::string ByteText(uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-std::string Known(const std::map<std::string, std::string>& names, std::initializer_list<const char*> builtins) {
+template <typename Value>
+std::string Known(const std::map<std::string, Value>& names, std::initializer_list<const char*> builtins) {
   std::string out;
   for (const char* name : builtins) out += (out.empty() ? "" : ", ") + std::string(name);
   for (const auto& [name, unused] : names) out += (out.empty() ? "" : ", ") + name;
@@ -51,8 +52,9 @@ Status ResolveImage(const NodePolicy& policy, const std::string& image, const st
                                     Known(policy.images, {"host", "busybox"}) + ")");
   }
   spec->image = ImageKind::kDirectory;
-  spec->image_dir = it->second;
+  spec->image_dir = it->second.tree;
   spec->image_ref.clear();
+  ApplyImageDefaults(it->second.defaults, spec);
   return Status::Ok();
 }
 

@@ -4,7 +4,9 @@
 //
 //   image    a built-in (host, busybox) or a name in `images` (trees in the
 //            image store, image_store.h); anything with a '/' or an unknown
-//            name is refused.
+//            name is refused. A stored OCI image's config User and
+//            WorkingDir are the spec's user, group and workdir where the
+//            request names none.
 //   rw_paths paths strictly beneath `workspace_root` as written (its
 //            canonical path), opened once without leaving it (no `..` out,
 //            no symlink anywhere on the way, and nothing outside is looked
@@ -55,9 +57,15 @@ struct ExecLimits {
   size_t max_output_bytes = size_t{16} << 20;
 };
 
+// An image the node serves: its tree and what its execs default to.
+struct NodeImage {
+  std::string tree;         // absolute; the lower layer
+  ImageDefaults defaults;   // StoredImageDefaults: an OCI image's User, WorkingDir
+};
+
 struct NodePolicy {
-  // Image name -> the absolute tree that serves as its lower layer.
-  std::map<std::string, std::string> images;
+  // Image name -> the image.
+  std::map<std::string, NodeImage> images;
   // Canonical (realpath) directory; empty: rw_paths are refused.
   std::string workspace_root;
   // Profile name -> absolute profile file (sandbox/seccomp_profile.h).

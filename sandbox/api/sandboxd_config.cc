@@ -197,9 +197,12 @@ Result<NodePolicy> LoadNodePolicy(const SandboxdConfig& config) {
   policy.max_allow_rules = config.max_allow_rules;
   policy.allow_host_egress = config.allow_host_egress;
   for (size_t i = 0; i < config.images.size(); ++i) {
+    const std::string where = "images[" + std::to_string(i) + "]";
     auto tree = StoredImage(config.image_store, config.images[i]);
-    if (!tree.ok()) return tree.status().Wrap("images[" + std::to_string(i) + "]");
-    policy.images[config.images[i]] = *tree;
+    if (!tree.ok()) return tree.status().Wrap(where);
+    auto defaults = StoredImageDefaults(config.image_store, config.images[i]);
+    if (!defaults.ok()) return defaults.status().Wrap(where);
+    policy.images[config.images[i]] = {*tree, *defaults};
   }
   if (!config.workspace_root.empty()) {
     std::unique_ptr<char, decltype(&::free)> real(::realpath(config.workspace_root.c_str(), nullptr), &::free);

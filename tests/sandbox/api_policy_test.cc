@@ -195,7 +195,7 @@ TEST_F(ApiPolicyTest, AnImportedImageIsServedByName) {
   ASSERT_TRUE(ImportImage(dir_ + "/store", kBusyboxImageDir, "bb").ok());
   auto tree = StoredImage(dir_ + "/store", "bb");
   ASSERT_TRUE(tree.ok()) << tree.status().ToString();
-  policy_.images["bb"] = *tree;
+  policy_.images["bb"] = {*tree, {}};
   StartServer();
   const std::string id = Create(R"({"image": "bb"})");
   ASSERT_FALSE(id.empty());

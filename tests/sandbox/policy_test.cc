@@ -28,7 +28,7 @@ class PolicyTest : public ::testing::Test {
     fs::create_directory_symlink("../../outside", dir_ + "/ws/a/to-outside");
     fs::create_directory_symlink("../b", dir_ + "/ws/a/to-b");
     policy_.workspace_root = dir_ + "/ws";
-    policy_.images["python"] = dir_ + "/store/python";
+    policy_.images["python"] = {dir_ + "/store/python", {}};
     policy_.seccomp_profiles["strict"] = dir_ + "/profiles/strict.json";
   }
   void TearDown() override { fs::remove_all(dir_); }

@@ -179,7 +179,7 @@ TEST_F(SandboxdLoadTest, ImagesMustBeInTheStore) {
   config_.images = {"python"};
   auto policy = LoadNodePolicy(config_);
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();
-  EXPECT_EQ(policy->images.at("python"), dir_ + "/store/python");
+  EXPECT_EQ(policy->images.at("python").tree, dir_ + "/store/python");
   config_.images = {"python", "node"};
   policy = LoadNodePolicy(config_);
   EXPECT_EQ(policy.status().code(), Code::kNotFound);
