@@ -119,6 +119,11 @@ void ApplyImageDefaults(const ImageDefaults& defaults, SandboxSpec* spec);
 // characters without a newline or NUL; kInvalidArgument naming `field`.
 Status CheckWorkdir(std::string_view field, std::string_view value);
 
+// The CPUs of a cpuset list ("0-3,6", as cpuset.cpus takes it), sorted
+// and distinct; every index below 4096. kInvalidArgument naming the list
+// for anything else ("3-1", "0-", "", "a").
+Result<std::vector<int>> ParseCpuList(std::string_view text);
+
 // Checks the fields against each other: allow rules need --net policy,
 // limits are in range, paths are absolute and free of characters that
 // overlayfs options cannot carry, a seccomp profile file parses and
