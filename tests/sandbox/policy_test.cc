@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <string>
 
+#include "common/json.h"
+
 namespace flashroll::sandbox::api {
 namespace {
 
@@ -321,6 +323,47 @@ TEST_F(PolicyTest, GrantsConfineImagesAndWorkspaces) {
   for (const char* bad : {"image:../etc", "image:", "workspace:", "workspace:a/b", "workspace:..", "workspace:."}) {
     EXPECT_EQ(CheckGrantScope(bad).code(), Code::kInvalidArgument) << bad;
   }
+}
+
+// An exec's timeout and output cap: the maximum itself is allowed, one
+// millisecond more is 403, and the message gives both in the unit that
+// reads best (issue 26 mutation survivors: > vs >=, the minute divisor).
+TEST_F(PolicyTest, ExecLimitsAllowTheMaximumAndNameTheExcess) {
+  auto exec = [&](const Json& body) { return AdmitExec(policy_, JsonView(body, "body")); };
+  auto at_max = exec({{"cmd", {"true"}}, {"timeout", 3'600'000}, {"max_output_bytes", 16u << 20}});
+  ASSERT_TRUE(at_max.ok()) << at_max.status().ToString();
+  EXPECT_EQ(at_max->timeout, std::chrono::hours(1));
+  EXPECT_EQ(at_max->max_output_bytes, 16u << 20);
+  auto over = exec({{"cmd", {"true"}}, {"timeout", "90m"}});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(over.status().message(), "body.timeout: 90m is above this node's maximum of 1h");
+  policy_.exec.max_timeout = std::chrono::minutes(2);
+  over = exec({{"cmd", {"true"}}, {"timeout", "150s"}});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(), "body.timeout: 150s is above this node's maximum of 2m");
+  over = exec({{"cmd", {"true"}}, {"max_output_bytes", (16u << 20) + 1}});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(),
+            "body.max_output_bytes: 16777217 bytes is above this node's maximum of 16M");
+  auto defaulted = exec({{"cmd", {"true"}}});
+  ASSERT_TRUE(defaulted.ok()) << defaulted.status().ToString();
+  EXPECT_EQ(defaulted->timeout, std::chrono::minutes(2));  // the default, capped by the maximum
+}
+
+// Every interface address of the node is host-local, not only the metadata
+// address: a rule for the loopback address is refused too.
+TEST_F(PolicyTest, EgressToTheNodesOwnInterfacesIsRefused) {
+  for (const char* rule : {"127.0.0.1:80", "127.0.0.0/8:*", "::1:22", "169.254.169.254:80"}) {
+    SpecRequest request;
+    request.spec.net = NetMode::kPolicy;
+    request.spec.allow = {ParseAllowRule(rule).value()};
+    ExpectDenied(Admit(request), "body.allow[0]", "an address of this node");
+  }
+  SpecRequest elsewhere;
+  elsewhere.spec.net = NetMode::kPolicy;
+  elsewhere.spec.allow = {ParseAllowRule("198.51.100.1:443").value()};
+  EXPECT_TRUE(Admit(elsewhere).ok());
 }
 
 }  // namespace

@@ -148,7 +148,9 @@ TEST(SandboxRootlessTest, AnRwPathReplacedAfterTheCheckIsNotBound) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string base = dir;
   const std::string work = base + "/work";
-  ASSERT_EQ(mkdir(work.c_str(), 0755), 0);
+  // Writable but not listable by its owner: the child reopens it O_PATH,
+  // which needs no read permission (a plain open would be EACCES).
+  ASSERT_EQ(mkdir(work.c_str(), 0300), 0);
   ASSERT_EQ(chown(base.c_str(), kNobody, kNobody), 0);
   ASSERT_EQ(chown(work.c_str(), kNobody, kNobody), 0);
   std::string output;
