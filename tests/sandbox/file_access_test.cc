@@ -285,6 +285,23 @@ TEST_F(FileAccessTest, EveryHelperIsReaped) {
   EXPECT_EQ(ZombieChildren(), before);
 }
 
+// A read that fails after its open (a process's /proc/PID/syscall, which
+// the helper may open as the process's owner but not read: that needs
+// ptrace access) is reported at once, naming the call, not retried until
+// the file timeout.
+TEST_F(FileAccessTest, AFailedReadIsReportedNamingIt) {
+  const std::string id = CreateOrDie();
+  ExecResult sleeper = Sh(id, "sleep 30 >/dev/null 2>&1 & echo $!");
+  ASSERT_EQ(sleeper.exit_code, 0) << sleeper.stderr_data;
+  while (!sleeper.stdout_data.empty() && sleeper.stdout_data.back() == '\n') sleeper.stdout_data.pop_back();
+  const auto start = Clock::now();
+  auto read = manager_->GetFile(id, "/proc/" + sleeper.stdout_data + "/syscall");
+  ASSERT_FALSE(read.ok()) << "read " << read->size() << " bytes";
+  EXPECT_NE(read.status().message().find(": read /proc/" + sleeper.stdout_data + "/syscall: "), std::string::npos)
+      << read.status().ToString();
+  EXPECT_LT(Clock::now() - start, seconds(2));
+}
+
 // The target is the init's root, opened once: an init that is gone (here a
 // pid no process has) is an error naming what was opened, not a target
 // without a root.
