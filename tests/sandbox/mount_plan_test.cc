@@ -3,7 +3,10 @@
 // create fails when the image leaves no directory where an rw path's parent
 // must be made. Needs root (skips otherwise).
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,11 +42,25 @@ TEST(MountPlanTest, ARootlessPlanPutsItsScratchOverMnt) {
 // read-only bind of the host.
 TEST(MountPlanTest, TheScratchIsPrivateAndTheWritableEntriesAreTopLevel) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (/run/flashroll)";
+  // On a fresh /run (a child in a mount namespace of its own: a manager
+  // that ran before in this process made /run/flashroll already).
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", "/run", "tmpfs", 0, "mode=0755") != 0) {
+      ::_exit(2);
+    }
+    if (!PrepareMountsParentSide(SandboxSpec(), UsernsMode::kMapped).ok()) ::_exit(3);
+    struct stat st {};
+    ::_exit(::stat("/run/flashroll", &st) == 0 && (st.st_mode & 07777) == 0700 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: /run/flashroll is not 0700; 2: no private /run; 3: no plan";
   auto plan = PrepareMountsParentSide(SandboxSpec(), UsernsMode::kMapped);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  struct stat st {};
-  ASSERT_EQ(::stat("/run/flashroll", &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0700u);
   const std::vector<std::string>& entries = plan->writable_root_entries;
   for (const std::string& entry : entries) {
     EXPECT_EQ(entry.find('/'), std::string::npos) << entry;
