@@ -142,15 +142,14 @@ TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimitsOnlyWhenAl
 // path in its own mount namespace (following no symlink) and binds it only
 // when it is the inode the manager held: a directory replaced after the
 // check fails the create instead of binding the replacement. The reopen is
-// O_PATH: a directory its owner may not list and a FIFO are bound too.
+// O_PATH: a FIFO is bound too, where a plain open would wait for a writer.
 TEST(SandboxRootlessTest, AnRwPathReplacedAfterTheCheckIsNotBound) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
   char dir[] = "/tmp/flashroll-rootless-rw-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string base = dir;
   const std::string work = base + "/work";
-  // Writable but not listable by its owner: the child reopens it O_PATH,
-  // which needs no read permission (a plain open would be EACCES).
+  // Writable but not listable by its owner: binding needs no read access.
   ASSERT_EQ(mkdir(work.c_str(), 0300), 0);
   ASSERT_EQ(chown(base.c_str(), kNobody, kNobody), 0);
   ASSERT_EQ(chown(work.c_str(), kNobody, kNobody), 0);
