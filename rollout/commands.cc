@@ -10,6 +10,7 @@
 
 #include "common/flags.h"
 #include "common/progress.h"
+#include "common/reasoning_effort.h"
 #include "common/strings.h"
 #include "common/thread_pool.h"
 #include "engine/models/model_tokenizer.h"
@@ -123,7 +124,7 @@ int RunEval(const std::vector<std::string>& args) {
   flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
   flags.String("--families", &families_arg, "comma-separated task families (default: all)");
   flags.String("--scaffolds", &scaffolds_arg, "comma-separated scaffolds (default: all)");
-  flags.String("--efforts", &efforts_arg, "comma-separated reasoning efforts b (default 1,50,100)");
+  flags.String("--efforts", &efforts_arg, "comma-separated reasoning efforts b: low (50), high (75), max (100) or 1-100 (default 1,50,100)");
   flags.Int("--episodes", &per_cell, "episodes per (scaffold, effort) (default 4)");
   flags.Double("--temperature", &temperature, "sampling temperature (default 0.7)");
   flags.Int("--seed", &seed, "seed of the task instances and sampling (default 1000)");
@@ -156,12 +157,9 @@ int RunEval(const std::vector<std::string>& args) {
   if (options.scaffolds.empty()) options.scaffolds = Scaffolds();
   options.efforts.clear();
   for (const std::string& text : SplitNonEmpty(efforts_arg, ',')) {
-    char* end = nullptr;
-    const long effort = std::strtol(text.c_str(), &end, 10);
-    if (end != text.c_str() + text.size() || effort < 1 || effort > 100) {
-      return ReportFailure(Status::InvalidArgument("--efforts: '" + text + "' is not an integer in [1, 100]"));
-    }
-    options.efforts.push_back(static_cast<int>(effort));
+    Result<int> effort = ParseReasoningEffort(text);
+    if (!effort.ok()) return ReportFailure(effort.status().Wrap("--efforts"));
+    options.efforts.push_back(*effort);
   }
   if (options.efforts.empty()) return ReportFailure(Status::InvalidArgument("--efforts: empty"));
   if (min_difficulty < 1 || max_difficulty > kMaxDifficulty || min_difficulty > max_difficulty) {

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/reasoning_effort.h"
 #include "common/strings.h"
 
 namespace flashroll {
@@ -109,11 +110,11 @@ class XmlToolsScaffold : public Scaffold {
 }  // namespace
 
 std::string Scaffold::SystemPrompt(int effort) const {
-  return "You are an agent that solves tasks by running shell commands in a working directory.\n" +
-         CallSyntax() +
-         "\nRun one command per message and wait for its output. Think inside <think>...</think> "
-         "before each message. When you know the result, reply with <answer>RESULT</answer>.\n"
-         "Reasoning Effort: " + std::to_string(effort);
+  return WithReasoningEffort(
+      "You are an agent that solves tasks by running shell commands in a working directory.\n" + CallSyntax() +
+          "\nRun one command per message and wait for its output. Think inside <think>...</think> "
+          "before each message. When you know the result, reply with <answer>RESULT</answer>.",
+      effort);
 }
 
 std::string Scaffold::RenderToolCall(const std::string& reasoning, const std::string& command) const {

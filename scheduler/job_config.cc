@@ -7,8 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tasks/task.h"
+#include "common/reasoning_effort.h"
 #include "engine/device/device.h"
+#include "tasks/task.h"
 #include "rollout/sandbox_workspace.h"
 #include "tasks/task_file.h"
 
@@ -71,7 +72,8 @@ Schema JobConfigSchema(bool training_map) {
                                .Optional("max_turns", Schema::Int(1, 1000))
                                .Optional("max_tokens", Schema::Int(1, 1'000'000))
                                .Optional("temperature", Schema::Float(0, 10))
-                               .Optional("efforts", Schema::List(Schema::Int(1, 100), 1))
+                               // Presets or integers, read by ParseReasoningEffort below.
+                               .Optional("efforts", Schema::List(Schema::Any(), 1))
                                // Named so that asking for them gets a reason, not "unknown key".
                                .Optional("top_k", Schema::Any())
                                .Optional("top_p", Schema::Any())
@@ -296,7 +298,15 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.rollout.temperature = ReadFloat(r, "temperature", c.rollout.temperature);
     if (r["efforts"].IsDefined() && r["efforts"].IsSequence()) {
       c.rollout.efforts.clear();
-      for (const auto& e : r["efforts"]) c.rollout.efforts.push_back(e.as<int64_t>());
+      for (size_t i = 0; i < r["efforts"].size(); ++i) {
+        const YAML::Node e = r["efforts"][i];
+        Result<int> effort = e.IsScalar() ? ParseReasoningEffort(e.Scalar())
+                                          : Result<int>(Status::InvalidArgument("expected " + ReasoningEffortValues()));
+        if (!effort.ok()) {
+          return file.ErrorAt(e, "rollout.efforts[" + std::to_string(i) + "]", effort.status().message());
+        }
+        c.rollout.efforts.push_back(*effort);
+      }
     }
   }
   if (const YAML::Node r = root["rollout"]; r.IsDefined() && r.IsMap()) {

@@ -98,7 +98,26 @@ TEST(JobConfigTest, EffortOutOfRange) {
       "t.yaml");
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(ParseJobConfig(*file).status().message(),
-            "t.yaml:6: rollout.efforts[1]: value 101 out of range [1, 100]");
+            "t.yaml:6: rollout.efforts[1]: reasoning effort \"101\" is not one of \"low\" (50), \"high\" (75), "
+            "\"max\" (100) or an integer 1-100");
+}
+
+// The chat API's presets (common/reasoning_effort.h) name efforts in a job too.
+TEST(JobConfigTest, EffortsTakeThePresets) {
+  auto file = ParseYaml(
+      "kind: rl_job\nname: t\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\nrollout:\n"
+      "  efforts: [1, low, high, max]\n",
+      "t.yaml");
+  ASSERT_TRUE(file.ok());
+  auto config = ParseJobConfig(*file);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->rollout.efforts, (std::vector<int64_t>{1, 50, 75, 100}));
+  for (const char* bad : {"medium", "[50]", "50.5"}) {
+    auto wrong = ParseYaml(std::string("kind: rl_job\nname: t\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n"
+                                       "rollout:\n  efforts: [") + bad + "]\n", "t.yaml");
+    ASSERT_TRUE(wrong.ok());
+    EXPECT_NE(ParseJobConfig(*wrong).status().message().find("rollout.efforts[0]:"), std::string::npos) << bad;
+  }
 }
 
 Result<JobConfig> Parse(const std::string& yaml) {
