@@ -9,6 +9,7 @@
 
 #include "common/reasoning_effort.h"
 #include "engine/device/device.h"
+#include "tasks/instance.h"
 #include "tasks/task.h"
 #include "rollout/sandbox_workspace.h"
 #include "tasks/task_file.h"
@@ -41,7 +42,8 @@ Schema TrainingSchema() {
                                .Optional("name", Schema::String())
                                .Optional("token_file", Schema::String()))
       .Optional("eval_tasks", Schema::Int(0, 100'000))
-      .Optional("eval_seed", Schema::Int());
+      .Optional("eval_seed", Schema::Int(0, tasks::kMaxSetSeed))
+      .Optional("test_seed", Schema::Int(0, tasks::kMaxSetSeed));
 }
 
 }  // namespace
@@ -64,7 +66,7 @@ Schema JobConfigSchema(bool training_map) {
                              .Optional("files", Schema::List(Schema::String(), 1))
                              .Optional("families", Schema::List(Schema::String(), 1))
                              .Optional("count", Schema::Int(1, 10'000'000))
-                             .Optional("seed", Schema::Int())
+                             .Optional("seed", Schema::Int(0, tasks::kMaxSetSeed))
                              .Optional("min_difficulty", Schema::Int(1, kMaxDifficulty))
                              .Optional("max_difficulty", Schema::Int(1, kMaxDifficulty)))
       .Optional("rollout", Schema::Map()
@@ -394,6 +396,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     }
     t.eval_tasks = ReadInt(training, "eval_tasks", t.eval_tasks);
     t.eval_seed = ReadInt(training, "eval_seed", t.eval_seed);
+    if (training["test_seed"].IsDefined()) t.test_seed = ReadInt(training, "test_seed", 0);
   }
   if (const YAML::Node a = root["trainer_api"]; a.IsDefined() && a.IsMap()) {
     c.trainer_api.listen = ReadString(a, "listen", c.trainer_api.listen);
