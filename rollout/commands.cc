@@ -10,11 +10,13 @@
 
 #include "common/flags.h"
 #include "common/progress.h"
+#include "common/reasoning_effort.h"
 #include "common/strings.h"
 #include "common/thread_pool.h"
 #include "engine/models/model_tokenizer.h"
 #include "rollout/demonstrations.h"
 #include "rollout/evaluation.h"
+#include "tasks/instance.h"
 #include "tasks/rng.h"
 
 namespace flashroll {
@@ -38,7 +40,12 @@ int RunDemos(const std::vector<std::string>& args) {
   flags.Int("--threads", &threads, "worker threads (default 2)");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (out_path.empty()) return ReportFailure(Status::InvalidArgument("--out: required"));
-  if (count < 1) return ReportFailure(Status::InvalidArgument("--count: must be at least 1"));
+  if (count < 1 || count > tasks::kMaxSetIndex + 1) {
+    return ReportFailure(Status::InvalidArgument("--count: must be in [1, 2^31]"));
+  }
+  if (seed < 0 || seed > tasks::kMaxSetSeed) {
+    return ReportFailure(Status::InvalidArgument("--seed: must be in [0, 2^31 - 1]"));
+  }
   if (threads < 1 || threads > 256) return ReportFailure(Status::InvalidArgument("--threads: must be in [1, 256]"));
   if (min_effort < 1 || max_effort > 100 || min_effort > max_effort) {
     return ReportFailure(Status::InvalidArgument("--min-effort/--max-effort: need 1 <= min <= max <= 100"));
@@ -59,6 +66,7 @@ int RunDemos(const std::vector<std::string>& args) {
   }
   if (scaffolds.empty()) scaffolds = Scaffolds();
 
+  const tasks::InstanceSet set{families, 1, kDemonstrationMaxDifficulty};
   const size_t n = static_cast<size_t>(count);
   std::vector<std::string> lines(n);
   std::vector<Status> failures(n);
@@ -69,13 +77,13 @@ int RunDemos(const std::vector<std::string>& args) {
   ThreadPool pool(static_cast<size_t>(threads));
   pool.ParallelFor(n, [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
-      const uint64_t item_seed = static_cast<uint64_t>(seed) * 1'000'003ull + i;
-      TaskRng rng(item_seed);
-      const TaskFamily& family = *families[i % families.size()];
+      const tasks::TaskInstance instance =
+          tasks::Instance(tasks::Purpose::kDemonstrations, seed, static_cast<int64_t>(i), set);
       const Scaffold& scaffold = *scaffolds[(i / families.size()) % scaffolds.size()];
-      const int difficulty = static_cast<int>(rng.Int(1, kDemonstrationMaxDifficulty));
+      TaskRng rng(instance.seed ^ 0xEFF0127ull);  // a stream apart from the family's own draws
       const int effort = static_cast<int>(rng.Int(min_effort, max_effort));
-      auto demo = SynthesizeDemonstration(family, family.Generate(item_seed, difficulty), scaffold, effort, item_seed);
+      auto demo = SynthesizeDemonstration(*FindTaskFamily(instance.task.family), instance.task, scaffold, effort,
+                                          instance.seed);
       if (!demo.ok()) {
         failures[i] = demo.status();
       } else {
@@ -113,7 +121,7 @@ int RunDemos(const std::vector<std::string>& args) {
 int RunEval(const std::vector<std::string>& args) {
   std::string model_path, families_arg, scaffolds_arg, efforts_arg = "1,50,100", image = "host";
   int64_t per_cell = 4, seed = 1000, threads = 2, max_turns = 8, min_difficulty = 1,
-          max_difficulty = kMaxDifficulty;
+          max_difficulty = kMaxDifficulty, max_tokens = EpisodeOptions().max_tokens;
   double temperature = 0.7;
   bool json = false, unenforced = false;
   FlagParser flags("flashroll eval --model PATH [flags]",
@@ -123,11 +131,12 @@ int RunEval(const std::vector<std::string>& args) {
   flags.String("--model", &model_path, "Hugging Face model directory or GGUF file");
   flags.String("--families", &families_arg, "comma-separated task families (default: all)");
   flags.String("--scaffolds", &scaffolds_arg, "comma-separated scaffolds (default: all)");
-  flags.String("--efforts", &efforts_arg, "comma-separated reasoning efforts b (default 1,50,100)");
+  flags.String("--efforts", &efforts_arg, "comma-separated reasoning efforts b: low (50), high (75), max (100) or 1-100 (default 1,50,100)");
   flags.Int("--episodes", &per_cell, "episodes per (scaffold, effort) (default 4)");
   flags.Double("--temperature", &temperature, "sampling temperature (default 0.7)");
-  flags.Int("--seed", &seed, "seed of the task instances and sampling (default 1000)");
+  flags.Int("--seed", &seed, "seed of the evaluation set: its task instances and sampling (default 1000)");
   flags.Int("--max-turns", &max_turns, "assistant turns per episode at most (default 8)");
+  flags.Int("--max-tokens", &max_tokens, "tokens per episode at most, prompt included (default 3072)");
   flags.Int("--min-difficulty", &min_difficulty, "lowest task difficulty (default 1)");
   flags.Int("--max-difficulty", &max_difficulty, "highest task difficulty (default 10)");
   flags.Int("--threads", &threads, "episodes run at once (default 2)");
@@ -137,8 +146,11 @@ int RunEval(const std::vector<std::string>& args) {
              "without root (no cgroups), run the episodes without their 512M memory and 128 pids limits");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (model_path.empty()) return ReportFailure(Status::InvalidArgument("--model: required"));
-  if (per_cell < 1 || threads < 1 || max_turns < 1) {
-    return ReportFailure(Status::InvalidArgument("--episodes, --threads and --max-turns must be at least 1"));
+  if (per_cell < 1 || threads < 1 || max_turns < 1 || max_tokens < 1) {
+    return ReportFailure(Status::InvalidArgument("--episodes, --threads, --max-turns and --max-tokens must be at least 1"));
+  }
+  if (seed < 0 || seed > tasks::kMaxSetSeed) {
+    return ReportFailure(Status::InvalidArgument("--seed: must be in [0, 2^31 - 1]"));
   }
 
   EvalOptions options;
@@ -156,12 +168,9 @@ int RunEval(const std::vector<std::string>& args) {
   if (options.scaffolds.empty()) options.scaffolds = Scaffolds();
   options.efforts.clear();
   for (const std::string& text : SplitNonEmpty(efforts_arg, ',')) {
-    char* end = nullptr;
-    const long effort = std::strtol(text.c_str(), &end, 10);
-    if (end != text.c_str() + text.size() || effort < 1 || effort > 100) {
-      return ReportFailure(Status::InvalidArgument("--efforts: '" + text + "' is not an integer in [1, 100]"));
-    }
-    options.efforts.push_back(static_cast<int>(effort));
+    Result<int> effort = ParseReasoningEffort(text);
+    if (!effort.ok()) return ReportFailure(effort.status().Wrap("--efforts"));
+    options.efforts.push_back(*effort);
   }
   if (options.efforts.empty()) return ReportFailure(Status::InvalidArgument("--efforts: empty"));
   if (min_difficulty < 1 || max_difficulty > kMaxDifficulty || min_difficulty > max_difficulty) {
@@ -172,7 +181,8 @@ int RunEval(const std::vector<std::string>& args) {
   options.max_difficulty = static_cast<int>(max_difficulty);
   options.episodes_per_cell = static_cast<int>(per_cell);
   options.temperature = temperature;
-  options.seed = static_cast<uint64_t>(seed);
+  options.seed = seed;
+  options.max_tokens = max_tokens;
   options.threads = static_cast<int>(threads);
   options.max_turns = static_cast<int>(max_turns);
   if (Status s = sandbox::ParseImage(image, &options.sandbox); !s.ok()) return ReportFailure(s.Wrap("--image"));

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
+
+#include "rollout/reasoning_length.h"
 
 namespace flashroll {
 namespace {
@@ -16,30 +19,6 @@ void AppendText(const engine::Tokenizer& tokenizer, const std::string& markup, E
   episode->sampled.resize(episode->tokens.size(), 0);
   episode->logprobs.resize(episode->tokens.size(), 0.0f);
   episode->versions.resize(episode->tokens.size(), -1);
-}
-
-// The sampled tokens of `message` whose bytes fall inside its first
-// <think>...</think> (a token straddling a tag counts when any of its bytes
-// is reasoning).
-int64_t CountReasoningTokens(const engine::Tokenizer& tokenizer, const std::vector<int32_t>& message) {
-  std::string bytes;
-  std::vector<size_t> ends;
-  for (int32_t id : message) {
-    bytes += tokenizer.TokenBytes(id);
-    ends.push_back(bytes.size());
-  }
-  const size_t open = bytes.find("<think>");
-  if (open == std::string::npos) return 0;
-  const size_t begin = open + 7;
-  const size_t close = bytes.find("</think>", begin);
-  const size_t end = close == std::string::npos ? bytes.size() : close;
-  int64_t count = 0;
-  size_t start = 0;
-  for (size_t e : ends) {
-    if (start < end && e > begin) ++count;
-    start = e;
-  }
-  return count;
 }
 
 int64_t MsSince(std::chrono::steady_clock::time_point t) {
@@ -149,9 +128,6 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
     turn.generate_ms = MsSince(generate_start);
 
     turn.text = tokenizer.Decode(message, /*skip_special=*/false);
-    // Malformed turns reason too: their <think> counts toward l, so a broken
-    // format never escapes the length penalty.
-    turn.reasoning_tokens = CountReasoningTokens(tokenizer, message);
     if (!closed) {
       turn.format_error = "the message did not end within the token budget";
       episode.turns.push_back(std::move(turn));
@@ -182,6 +158,14 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
     AppendText(tokenizer, Scaffold::RenderToolResult(turn.tool_result), &episode, /*content=*/true);
     AppendText(tokenizer, "<|im_end|>\n<|im_start|>assistant\n", &episode);
     episode.turns.push_back(std::move(turn));
+  }
+  // Every turn pays for its tokens, malformed and interrupted ones too, so
+  // neither a broken format nor a deadline escapes the length penalty.
+  for (EpisodeTurn& turn : episode.turns) {
+    turn.reasoning_tokens = ReasoningTokens(
+        tokenizer, scaffold,
+        std::span<const int32_t>(episode.tokens).subspan(static_cast<size_t>(turn.token_begin),
+                                                         static_cast<size_t>(turn.token_end - turn.token_begin)));
   }
   const auto verify_start = std::chrono::steady_clock::now();
   if (episode.answered || !task.answer_file.empty()) {

@@ -51,9 +51,9 @@ struct EpisodeTurn {
   std::string format_error;    // the scaffold's message when not valid
   std::string command;
   ExecResult tool_result;
-  // The sampled tokens inside <think>...</think> (to the end of the message
-  // when it never closes): the l of the length reward, counted on the
-  // tokens the engine sampled, never re-tokenised; malformed turns included.
+  // The l of the length reward (reasoning_length.h): the turn's sampled
+  // tokens but its parsed action, counted on the tokens the engine sampled,
+  // never re-tokenised; malformed and interrupted turns included.
   int64_t reasoning_tokens = 0;
   // The assistant message's tokens in Episode::tokens: [begin, end), its
   // closing <|im_end|> included.

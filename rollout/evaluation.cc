@@ -7,7 +7,6 @@
 
 #include "common/thread_pool.h"
 #include "rollout/sandbox_workspace.h"
-#include "tasks/rng.h"
 
 namespace flashroll {
 namespace {
@@ -61,7 +60,8 @@ nlohmann::json EvalReport::ToJson() const {
   out["episodes"] = nlohmann::json::array();
   for (const EvalEpisode& e : episodes) {
     out["episodes"].push_back(
-        {{"index", e.index}, {"effort", e.effort}, {"success", e.success}, {"reasoning_tokens", e.reasoning_tokens}});
+        {{"index", e.index}, {"task", e.task}, {"effort", e.effort}, {"success", e.success},
+         {"reasoning_tokens", e.reasoning_tokens}});
   }
   return out;
 }
@@ -81,15 +81,21 @@ std::string EvalReport::ToText() const {
 
 Result<EvalReport> Evaluate(Policy& policy, const engine::Tokenizer& tokenizer,
                             sandbox::Manager& manager, const EvalOptions& options, Progress* progress) {
+  tasks::InstanceSet set{options.families, options.min_difficulty, options.max_difficulty};
+  std::vector<tasks::TaskInstance> instances;
+  for (int i = 0; i < options.episodes_per_cell; ++i) {
+    instances.push_back(tasks::Instance(options.purpose, options.seed, i, set));
+  }
   struct Cell {
     const Scaffold* scaffold;
     int effort;
     size_t index;
+    size_t task;
   };
   std::vector<Cell> cells;
   for (const Scaffold* scaffold : options.scaffolds) {
     for (int effort : options.efforts) {
-      for (int i = 0; i < options.episodes_per_cell; ++i) cells.push_back({scaffold, effort, cells.size()});
+      for (size_t i = 0; i < instances.size(); ++i) cells.push_back({scaffold, effort, cells.size(), i});
     }
   }
   EvalReport report;
@@ -99,15 +105,13 @@ Result<EvalReport> Evaluate(Policy& policy, const engine::Tokenizer& tokenizer,
   pool.ParallelFor(cells.size(), [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       const Cell& cell = cells[i];
-      const uint64_t item_seed = options.seed * 1'000'003ull + cell.index;
-      TaskRng rng(item_seed);
-      const TaskFamily& family = *options.families[cell.index % options.families.size()];
-      const Task task = family.Generate(item_seed, static_cast<int>(rng.Int(options.min_difficulty, options.max_difficulty)));
+      const Task& task = instances[cell.task].task;
       EpisodeOptions episode_options;
       episode_options.effort = cell.effort;
       episode_options.temperature = options.temperature;
-      episode_options.seed = item_seed;
+      episode_options.seed = instances[cell.task].seed;
       episode_options.max_turns = options.max_turns;
+      episode_options.max_tokens = options.max_tokens;
       Result<Episode> episode = Status::Internal("not run");
       {
         auto workspace = SandboxWorkspace::Create(manager, options.sandbox);
@@ -121,11 +125,11 @@ Result<EvalReport> Evaluate(Policy& policy, const engine::Tokenizer& tokenizer,
         continue;
       }
       Add(report.by_scaffold[cell.scaffold->name()], *episode);
-      Add(report.by_family[family.name()], *episode);
+      Add(report.by_family[task.family], *episode);
       Add(report.by_effort[cell.effort], *episode);
       Add(report.by_difficulty[task.difficulty], *episode);
       Add(report.total, *episode);
-      report.episodes.push_back({cell.index, cell.effort, episode->verdict.success, episode->reasoning_tokens()});
+      report.episodes.push_back({cell.index, cell.task, cell.effort, episode->verdict.success, episode->reasoning_tokens()});
       if (!episode->verdict.success && report.failures.size() < 12) {
         report.failures.push_back(task.id + " [" + cell.scaffold->name() + "]: " + episode->verdict.reason);
       }

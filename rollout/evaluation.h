@@ -1,6 +1,9 @@
 // Evaluation: runs a model as an agent on fresh task instances across
 // scaffolds and reasoning efforts, each episode in its own sandbox, and
 // reports tool-call format validity, task success and reasoning length.
+// Every (scaffold, effort) cell runs the same tasks, instances 0..n-1 of
+// the set (purpose, seed) names (tasks/instance.h), with the same sampling
+// seeds, so cells differ only in what they vary, not in difficulty.
 //
 // Thread safety: Evaluate runs episodes on `threads` worker threads; the
 // Policy, Tokenizer and Manager are shared (all three allow it); the
@@ -20,6 +23,7 @@
 #include "rollout/policy.h"
 #include "rollout/scaffold.h"
 #include "sandbox/sandbox.h"
+#include "tasks/instance.h"
 #include "tasks/task.h"
 
 namespace flashroll {
@@ -28,12 +32,14 @@ struct EvalOptions {
   std::vector<const TaskFamily*> families;
   std::vector<const Scaffold*> scaffolds;
   std::vector<int> efforts = {1, 50, 100};
-  int episodes_per_cell = 4;  // per (scaffold, effort)
+  int episodes_per_cell = 4;  // per (scaffold, effort): the set's first tasks
   int min_difficulty = 1;     // task difficulties are drawn uniformly from this range
   int max_difficulty = kMaxDifficulty;
   double temperature = 0.7;
-  uint64_t seed = 1000;
+  tasks::Purpose purpose = tasks::Purpose::kEval;
+  int64_t seed = 1000;        // in [0, tasks::kMaxSetSeed]
   int max_turns = 8;
+  int64_t max_tokens = EpisodeOptions().max_tokens;  // per episode, prompt included
   int threads = 2;
   sandbox::SandboxSpec sandbox;
 };
@@ -52,6 +58,7 @@ struct EvalCounts {
 // so two evaluations of one model before and after training pair up.
 struct EvalEpisode {
   size_t index = 0;
+  size_t task = 0;  // the task's index in the set: equal across the cells
   int effort = 0;
   bool success = false;
   int64_t reasoning_tokens = 0;

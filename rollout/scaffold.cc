@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/reasoning_effort.h"
 #include "common/strings.h"
 
 namespace flashroll {
@@ -17,18 +18,20 @@ Status FormatError(const char* scaffold, size_t offset, const std::string& what)
   return Status::InvalidArgument(std::string(scaffold) + ": byte " + std::to_string(offset) + ": " + what);
 }
 
-// Finds `open`...`close` in body; returns the inner text. *found is false when
-// `open` is absent; an unclosed tag is an error.
+// Finds `open`...`close` in body; returns the inner text. found->found is
+// false when `open` is absent; an unclosed tag is an error. The span runs
+// from `open` to the end of `close`.
 Result<std::string> Between(const char* scaffold, const std::string& body, size_t body_offset,
-                            const std::string& open, const std::string& close, bool* found) {
+                            const std::string& open, const std::string& close, FoundSpan* found) {
   const size_t start = body.find(open);
-  *found = start != std::string::npos;
-  if (!*found) return std::string();
+  *found = FoundSpan{start != std::string::npos, start, start};
+  if (!found->found) return std::string();
   const size_t inner = start + open.size();
   const size_t end = body.find(close, inner);
   if (end == std::string::npos) {
     return FormatError(scaffold, body_offset + start, open + " is not closed by " + close);
   }
+  found->end = end + close.size();
   return body.substr(inner, end - inner);
 }
 
@@ -43,7 +46,7 @@ class BashBlockScaffold : public Scaffold {
   std::string WriteCall(const std::string& command) const override {
     return "```bash\n" + command + "\n```";
   }
-  Result<std::string> ReadCall(const std::string& body, size_t offset, bool* found) const override {
+  Result<std::string> ReadCall(const std::string& body, size_t offset, FoundSpan* found) const override {
     FR_ASSIGN_OR_RETURN(std::string inner, Between(name(), body, offset, "```bash\n", "```", found));
     return Trimmed(inner);
   }
@@ -62,10 +65,10 @@ class JsonToolsScaffold : public Scaffold {
     nlohmann::json call = {{"name", "bash"}, {"arguments", {{"command", command}}}};
     return "<tool_call>\n" + call.dump() + "\n</tool_call>";
   }
-  Result<std::string> ReadCall(const std::string& body, size_t offset, bool* found) const override {
+  Result<std::string> ReadCall(const std::string& body, size_t offset, FoundSpan* found) const override {
     FR_ASSIGN_OR_RETURN(std::string inner,
                         Between(name(), body, offset, "<tool_call>", "</tool_call>", found));
-    if (!*found) return std::string();
+    if (!found->found) return std::string();
     const size_t at = offset + body.find("<tool_call>") + 11;
     nlohmann::json call = nlohmann::json::parse(inner, nullptr, /*allow_exceptions=*/false);
     if (call.is_discarded()) return FormatError(name(), at, "tool call is not valid JSON");
@@ -91,16 +94,15 @@ class XmlToolsScaffold : public Scaffold {
   std::string WriteCall(const std::string& command) const override {
     return "<invoke name=\"bash\">\n<parameter name=\"command\">" + command + "</parameter>\n</invoke>";
   }
-  Result<std::string> ReadCall(const std::string& body, size_t offset, bool* found) const override {
+  Result<std::string> ReadCall(const std::string& body, size_t offset, FoundSpan* found) const override {
     FR_ASSIGN_OR_RETURN(std::string invoke,
                         Between(name(), body, offset, "<invoke name=\"bash\">", "</invoke>", found));
-    if (!*found) return std::string();
-    bool has_parameter = false;
+    if (!found->found) return std::string();
+    FoundSpan parameter;
     const size_t at = offset + body.find("<invoke name=\"bash\">");
     FR_ASSIGN_OR_RETURN(std::string command,
-                        Between(name(), invoke, at, "<parameter name=\"command\">", "</parameter>",
-                                &has_parameter));
-    if (!has_parameter) return FormatError(name(), at, "invoke has no <parameter name=\"command\">");
+                        Between(name(), invoke, at, "<parameter name=\"command\">", "</parameter>", &parameter));
+    if (!parameter.found) return FormatError(name(), at, "invoke has no <parameter name=\"command\">");
     return Trimmed(command);
   }
 };
@@ -108,11 +110,11 @@ class XmlToolsScaffold : public Scaffold {
 }  // namespace
 
 std::string Scaffold::SystemPrompt(int effort) const {
-  return "You are an agent that solves tasks by running shell commands in a working directory.\n" +
-         CallSyntax() +
-         "\nRun one command per message and wait for its output. Think inside <think>...</think> "
-         "before each message. When you know the result, reply with <answer>RESULT</answer>.\n"
-         "Reasoning Effort: " + std::to_string(effort);
+  return WithReasoningEffort(
+      "You are an agent that solves tasks by running shell commands in a working directory.\n" + CallSyntax() +
+          "\nRun one command per message and wait for its output. Think inside <think>...</think> "
+          "before each message. When you know the result, reply with <answer>RESULT</answer>.",
+      effort);
 }
 
 std::string Scaffold::RenderToolCall(const std::string& reasoning, const std::string& command) const {
@@ -148,11 +150,15 @@ Result<AgentTurn> Scaffold::Parse(const std::string& text) const {
   const size_t body_offset = close + 8;
   const std::string body = text.substr(body_offset);
 
-  bool has_call = false;
-  FR_ASSIGN_OR_RETURN(turn.command, ReadCall(body, body_offset, &has_call));
-  FR_ASSIGN_OR_RETURN(turn.final_answer,
-                      Between(name(), body, body_offset, "<answer>", "</answer>", &turn.has_answer));
+  FoundSpan call, answer;
+  FR_ASSIGN_OR_RETURN(turn.command, ReadCall(body, body_offset, &call));
+  FR_ASSIGN_OR_RETURN(turn.final_answer, Between(name(), body, body_offset, "<answer>", "</answer>", &answer));
   turn.final_answer = Trimmed(turn.final_answer);
+  turn.has_answer = answer.found;
+  const bool has_call = call.found;
+  const FoundSpan& action = has_call ? call : answer;
+  turn.action_begin = body_offset + action.begin;
+  turn.action_end = body_offset + action.end;
   if (has_call && turn.has_answer) {
     return FormatError(name(), body_offset, "a message holds either a tool call or an <answer>, not both");
   }

@@ -7,8 +7,9 @@
 //   bash_block  ```bash\nCMD\n```
 //   json_tools  <tool_call>{"name": "bash", "arguments": {"command": CMD}}</tool_call>
 //   xml_tools   <invoke name="bash"><parameter name="command">CMD</parameter></invoke>
-// Every assistant message opens with <think>...</think>, the reasoning whose
-// length the effort-conditioned reward penalises.
+// Every assistant message opens with <think>...</think>. The length the
+// effort-conditioned reward penalises is every sampled token but the action
+// (reasoning_length.h), wherever the policy wrote its reasoning.
 //
 // Thread safety: scaffolds are stateless and may be shared.
 #pragma once
@@ -27,6 +28,15 @@ struct AgentTurn {
   std::string command;       // the bash command, when the turn calls the tool
   std::string final_answer;  // the text inside <answer>...</answer>, when the turn ends the episode
   bool has_answer = false;
+  // The action: the byte range [action_begin, action_end) in the parsed text
+  // of the tool call or the <answer>...</answer>, its markup included.
+  size_t action_begin = 0, action_end = 0;
+};
+
+// Where a tool call or an answer lies in a message body, [begin, end) in bytes.
+struct FoundSpan {
+  bool found = false;
+  size_t begin = 0, end = 0;
 };
 
 class Scaffold {
@@ -49,8 +59,9 @@ class Scaffold {
  protected:
   virtual std::string CallSyntax() const = 0;  // shown in the system prompt
   virtual std::string WriteCall(const std::string& command) const = 0;
-  // Finds a tool call in `body` (the text after </think>); sets *found.
-  virtual Result<std::string> ReadCall(const std::string& body, size_t body_offset, bool* found) const = 0;
+  // Finds a tool call in `body` (the text after </think>) and returns its
+  // command; sets *found, with the call's byte range in `body`.
+  virtual Result<std::string> ReadCall(const std::string& body, size_t body_offset, FoundSpan* found) const = 0;
 };
 
 // The registered scaffolds; nullptr for an unknown name.

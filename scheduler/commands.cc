@@ -194,33 +194,36 @@ int BenchScheduler(const std::vector<std::string>& args) {
   SchedulerBenchmarkOptions options;
   int64_t threads = 0, seed = 1;
   bool json = false;
-  FlagParser flags("flashroll bench scheduler [--model PATH] [--groups N] [--group-size G] [--in-flight K] [--json]",
+  FlagParser flags("flashroll bench scheduler [--model PATH] [--groups N] [--group-size G] [--in-flight K] [--repeats R] [--json]",
                    "Times sample-level asynchronous against synchronous batch-level dispatch on the same engine\n"
                    "and the same workload: N groups of G agent trajectories whose turn lengths and tool times\n"
-                   "are drawn from a measured quickstart run. Prints the wall-clock speedup, and per mode the\n"
-                   "engine's busy fraction and mean running batch.");
+                   "are drawn from a measured quickstart run, each mode R times, interleaved, under the job's\n"
+                   "staleness gate. Prints the median wall-clock speedup with its range, and per mode the\n"
+                   "engine's busy fraction (running-sequence-seconds over capacity) and mean running batch.");
   flags.String("--model", &options.model_path, "model directory or GGUF file (default models/default)");
   flags.String("--trajectories", &options.trajectories_path, "per-sample tool ms and turn lengths (default bench/data/quickstart_trajectories.txt)");
   flags.Int("--groups", &options.groups, "groups to complete (default 32)");
-  flags.Int("--group-size", &options.group_size, "samples per group G (default 4)");
+  flags.Int("--group-size", &options.group_size, "samples per group G (default 8, the quickstart's)");
   flags.Int("--in-flight", &options.in_flight, "samples in flight (default 16)");
+  flags.Int("--repeats", &options.repeats, "runs of each mode, interleaved (default 3)");
   flags.Int("--threads", &threads, "engine threads (default all cores)");
   flags.Int("--seed", &seed, "workload seed (default 1)");
   flags.Bool("--json", &json, "print JSON");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   options.threads = static_cast<int>(threads);
   options.seed = static_cast<uint64_t>(seed);
-  std::fprintf(stderr, "bench scheduler: %lld groups x %lld, %lld in flight: synchronous, then asynchronous...\n",
+  std::fprintf(stderr, "bench scheduler: %lld groups x %lld, %lld in flight: synchronous and asynchronous, %lld times each...\n",
                static_cast<long long>(options.groups), static_cast<long long>(options.group_size),
-               static_cast<long long>(options.in_flight));
+               static_cast<long long>(options.in_flight), static_cast<long long>(options.repeats));
   auto result = RunSchedulerBenchmark(options);
   if (!result.ok()) return ReportFailure(result.status());
   if (json) {
     std::printf("%s\n", result->dump().c_str());
   } else {
-    std::printf("async %.1f s, sync %.1f s: speedup %.2fx; busy %.1f%% vs %.1f%%; mean batch %.1f vs %.1f\n",
+    std::printf("async %.1f s, sync %.1f s (medians): speedup %.2fx [%.2f, %.2f]; busy %.1f%% vs %.1f%%; mean batch %.1f vs %.1f\n",
                 (*result)["seconds_async"].get<double>(), (*result)["seconds_sync"].get<double>(),
-                (*result)["speedup"].get<double>(), 100 * (*result)["busy_fraction_async"].get<double>(),
+                (*result)["speedup"].get<double>(), (*result)["speedup_min"].get<double>(),
+                (*result)["speedup_max"].get<double>(), 100 * (*result)["busy_fraction_async"].get<double>(),
                 100 * (*result)["busy_fraction_sync"].get<double>(), (*result)["mean_batch_async"].get<double>(),
                 (*result)["mean_batch_sync"].get<double>());
   }

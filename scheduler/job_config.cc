@@ -7,8 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tasks/task.h"
+#include "common/reasoning_effort.h"
 #include "engine/device/device.h"
+#include "tasks/instance.h"
+#include "tasks/task.h"
 #include "rollout/sandbox_workspace.h"
 #include "tasks/task_file.h"
 
@@ -40,7 +42,8 @@ Schema TrainingSchema() {
                                .Optional("name", Schema::String())
                                .Optional("token_file", Schema::String()))
       .Optional("eval_tasks", Schema::Int(0, 100'000))
-      .Optional("eval_seed", Schema::Int());
+      .Optional("eval_seed", Schema::Int(0, tasks::kMaxSetSeed))
+      .Optional("test_seed", Schema::Int(0, tasks::kMaxSetSeed));
 }
 
 }  // namespace
@@ -63,7 +66,7 @@ Schema JobConfigSchema(bool training_map) {
                              .Optional("files", Schema::List(Schema::String(), 1))
                              .Optional("families", Schema::List(Schema::String(), 1))
                              .Optional("count", Schema::Int(1, 10'000'000))
-                             .Optional("seed", Schema::Int())
+                             .Optional("seed", Schema::Int(0, tasks::kMaxSetSeed))
                              .Optional("min_difficulty", Schema::Int(1, kMaxDifficulty))
                              .Optional("max_difficulty", Schema::Int(1, kMaxDifficulty)))
       .Optional("rollout", Schema::Map()
@@ -71,7 +74,8 @@ Schema JobConfigSchema(bool training_map) {
                                .Optional("max_turns", Schema::Int(1, 1000))
                                .Optional("max_tokens", Schema::Int(1, 1'000'000))
                                .Optional("temperature", Schema::Float(0, 10))
-                               .Optional("efforts", Schema::List(Schema::Int(1, 100), 1))
+                               // Presets or integers, read by ParseReasoningEffort below.
+                               .Optional("efforts", Schema::List(Schema::Any(), 1))
                                // Named so that asking for them gets a reason, not "unknown key".
                                .Optional("top_k", Schema::Any())
                                .Optional("top_p", Schema::Any())
@@ -296,7 +300,15 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.rollout.temperature = ReadFloat(r, "temperature", c.rollout.temperature);
     if (r["efforts"].IsDefined() && r["efforts"].IsSequence()) {
       c.rollout.efforts.clear();
-      for (const auto& e : r["efforts"]) c.rollout.efforts.push_back(e.as<int64_t>());
+      for (size_t i = 0; i < r["efforts"].size(); ++i) {
+        const YAML::Node e = r["efforts"][i];
+        Result<int> effort = e.IsScalar() ? ParseReasoningEffort(e.Scalar())
+                                          : Result<int>(Status::InvalidArgument("expected " + ReasoningEffortValues()));
+        if (!effort.ok()) {
+          return file.ErrorAt(e, "rollout.efforts[" + std::to_string(i) + "]", effort.status().message());
+        }
+        c.rollout.efforts.push_back(*effort);
+      }
     }
   }
   if (const YAML::Node r = root["rollout"]; r.IsDefined() && r.IsMap()) {
@@ -384,6 +396,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     }
     t.eval_tasks = ReadInt(training, "eval_tasks", t.eval_tasks);
     t.eval_seed = ReadInt(training, "eval_seed", t.eval_seed);
+    if (training["test_seed"].IsDefined()) t.test_seed = ReadInt(training, "test_seed", 0);
   }
   if (const YAML::Node a = root["trainer_api"]; a.IsDefined() && a.IsMap()) {
     c.trainer_api.listen = ReadString(a, "listen", c.trainer_api.listen);

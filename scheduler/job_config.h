@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,9 +135,15 @@ struct JobConfig {
       std::string token_file;  // the url server's API key, if it wants one
     } teacher;
     // The fixed evaluation set run before the first step and after the last:
-    // eval_tasks tasks of the job's families x rollout.efforts; 0 = none.
+    // eval_tasks tasks of the job's families, each at every one of
+    // rollout.efforts, at the sampling temperature and at 1.0; 0 = none.
+    // Seeds name sets of their own purpose (tasks/instance.h), so neither
+    // shares a task with tasks.seed's training set or the demonstrations.
     int64_t eval_tasks = 0;
     int64_t eval_seed = 7;
+    // When set, the same evaluation also runs on this held-out set, which
+    // tuning never looks at (report its numbers, tune on eval_seed's).
+    std::optional<int64_t> test_seed;
   } training;
 
   struct TrainerApi {

@@ -2,7 +2,7 @@
 
 #include "common/store.h"
 #include "scheduler/sample_scheduler.h"
-#include "tasks/rng.h"
+#include "tasks/instance.h"
 #include "tasks/task_file.h"
 #include "tasks/task_record.h"
 
@@ -33,11 +33,12 @@ Result<std::vector<JobTask>> PrepareTasks(sqlite::Database& db, int64_t job_id, 
     if (!loaded.ok()) return loaded.status().Wrap("tasks.files");
     for (Task& task : *loaded) new_tasks.push_back(std::move(task));
   }
-  for (int64_t i = 0; !config.tasks.families.empty() && i < config.tasks.count; ++i) {
-    const TaskFamily& family = *FindTaskFamily(config.tasks.families[static_cast<size_t>(i) % config.tasks.families.size()]);
-    const uint64_t seed = static_cast<uint64_t>(config.tasks.seed) * 1'000'003ull + static_cast<uint64_t>(i);
-    TaskRng rng(seed);
-    new_tasks.push_back(family.Generate(seed, static_cast<int>(rng.Int(config.tasks.min_difficulty, config.tasks.max_difficulty))));
+  tasks::InstanceSet set;
+  for (const std::string& family : config.tasks.families) set.families.push_back(FindTaskFamily(family));
+  set.min_difficulty = static_cast<int>(config.tasks.min_difficulty);
+  set.max_difficulty = static_cast<int>(config.tasks.max_difficulty);
+  for (int64_t i = 0; !set.families.empty() && i < config.tasks.count; ++i) {
+    new_tasks.push_back(tasks::Instance(tasks::Purpose::kTrain, config.tasks.seed, i, set).task);
   }
   sqlite::Transaction txn = sqlite::Transaction::Begin(db).value();
   for (Task& task : new_tasks) {

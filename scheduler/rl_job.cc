@@ -24,13 +24,13 @@
 #include "rewards/length_reward.h"
 #include "rewards/sample_reward.h"
 #include "rollout/episode.h"
-#include "rollout/evaluation.h"
 #include "rollout/sandbox_workspace.h"
 #include "rollout/scaffold.h"
 #include "sandbox/sandbox.h"
 #include "scheduler/ack_ledger.h"
 #include "scheduler/batch_queue.h"
 #include "scheduler/export.h"
+#include "scheduler/job_evaluation.h"
 #include "scheduler/job_store.h"
 #include "scheduler/sample_scheduler.h"
 #include "scheduler/teacher.h"
@@ -608,26 +608,11 @@ std::string Job::JobFile(const std::string& suffix) const {
 }
 
 Result<Json> Job::EvaluateNow(const char* when) {
-  EvalOptions eval;
-  for (const std::string& family : config_.tasks.families) eval.families.push_back(FindTaskFamily(family));
-  eval.scaffolds = {scaffold_};
-  eval.efforts.clear();
-  for (int64_t b : config_.rollout.efforts) eval.efforts.push_back(static_cast<int>(b));
-  eval.episodes_per_cell = static_cast<int>(config_.training.eval_tasks);
-  eval.min_difficulty = static_cast<int>(config_.tasks.min_difficulty);
-  eval.max_difficulty = static_cast<int>(config_.tasks.max_difficulty);
-  eval.temperature = config_.rollout.temperature;
-  eval.seed = static_cast<uint64_t>(config_.training.eval_seed);
-  eval.max_turns = static_cast<int>(config_.rollout.max_turns);
-  eval.threads = static_cast<int>(config_.scheduler.max_in_flight);
-  eval.sandbox = spec_;
   if (options_.on_status) {
-    options_.on_status(std::string("evaluating ") + when + ": " +
-                       std::to_string(eval.episodes_per_cell * static_cast<int>(eval.efforts.size())) +
+    options_.on_status(std::string("evaluating ") + when + ": " + std::to_string(JobEvaluationEpisodes(config_)) +
                        " episodes on weight version " + std::to_string(engine_->weight_version()));
   }
-  FR_ASSIGN_OR_RETURN(EvalReport report, Evaluate(*policy_, *tokenizer_, *manager_, eval, nullptr));
-  Json out = report.ToJson();
+  FR_ASSIGN_OR_RETURN(Json out, RunJobEvaluation(config_, *scaffold_, spec_, *policy_, *tokenizer_, *manager_));
   out["weight_version"] = engine_->weight_version();
   return out;
 }

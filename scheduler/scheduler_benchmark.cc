@@ -1,5 +1,6 @@
 #include "scheduler/scheduler_benchmark.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -7,6 +8,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/models/model.h"
@@ -68,7 +70,9 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
   policy.group_size = options.group_size;
   policy.max_in_flight = options.in_flight;
   policy.max_per_task = options.group_size;
-  policy.staleness_gate = false;
+  policy.staleness_gate = true;
+  policy.max_staleness = options.max_staleness;
+  policy.batch_groups = options.batch_groups;
   policy.synchronous = synchronous;
   std::vector<GroupPlan> plan;
   for (int64_t g = 0; g < options.groups; ++g) plan.push_back({g + 1, g, "bench", 100, {}});
@@ -102,19 +106,25 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
     return Status::Ok();
   };
 
+  // Running sequences integrated over time, sampled every 5 ms: each
+  // sample's count holds until the next.
   std::atomic<bool> done{false};
-  int64_t polls = 0, busy = 0, running_sum = 0;
+  double running_seconds = 0, active_seconds = 0, monitored_seconds = 0;
   std::thread monitor([&] {
+    Clock::time_point last = Clock::now();
+    int64_t running = 0;
     while (!done.load()) {
-      const engine::EngineStats stats = engine->Stats();
-      ++polls;
-      if (stats.running + stats.waiting > 0) {
-        ++busy;
-        running_sum += stats.running;
-      }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const Clock::time_point now = Clock::now();
+      const double dt = std::chrono::duration<double>(now - last).count();
+      running_seconds += static_cast<double>(running) * dt;
+      if (running > 0) active_seconds += dt;
+      monitored_seconds += dt;
+      running = engine->Stats().running;
+      last = now;
     }
   });
+  int64_t finished_unconsumed = 0;
   std::vector<std::thread> workers;
   for (int64_t w = 0; w < options.in_flight; ++w) {
     workers.emplace_back([&] {
@@ -129,6 +139,13 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
         std::lock_guard<std::mutex> lock(mu);
         if (!s.ok() && first_error.ok()) first_error = s;
         scheduler.Finish(*ticket, 0, !s.ok());
+        // An instant trainer: each full batch of finished groups is consumed
+        // at once, so the staleness gate bounds what may open as in a job.
+        finished_unconsumed += static_cast<int64_t>(scheduler.TakeFinishedGroups().size());
+        while (finished_unconsumed >= options.batch_groups) {
+          scheduler.Consumed(options.batch_groups);
+          finished_unconsumed -= options.batch_groups;
+        }
         cv.notify_all();
       }
     });
@@ -139,31 +156,62 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
   done = true;
   monitor.join();
   FR_RETURN_IF_ERROR(first_error);
-  result.busy_fraction = polls ? static_cast<double>(busy) / static_cast<double>(polls) : 0.0;
-  result.mean_batch = busy ? static_cast<double>(running_sum) / static_cast<double>(busy) : 0.0;
+  result.busy_fraction =
+      monitored_seconds > 0 ? running_seconds / (static_cast<double>(options.in_flight) * monitored_seconds) : 0.0;
+  result.mean_batch = active_seconds > 0 ? running_seconds / active_seconds : 0.0;
   return result;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : (values[mid - 1] + values[mid]) / 2;
 }
 
 }  // namespace
 
 Result<Json> RunSchedulerBenchmark(const SchedulerBenchmarkOptions& options) {
-  if (options.groups < 1 || options.group_size < 1 || options.in_flight < options.group_size) {
-    return Status::InvalidArgument("bench scheduler: need groups >= 1, group size >= 1 and in-flight >= group size");
+  if (options.groups < 1 || options.group_size < 1 || options.in_flight < options.group_size ||
+      options.repeats < 1 || options.batch_groups < 1 || options.max_staleness < 0) {
+    return Status::InvalidArgument(
+        "bench scheduler: need groups >= 1, group size >= 1, in-flight >= group size, repeats >= 1, batch groups >= 1 "
+        "and max staleness >= 0");
   }
   FR_ASSIGN_OR_RETURN(std::vector<Trajectory> pool, LoadTrajectories(options.trajectories_path));
   FR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(options.model_path));
-  FR_ASSIGN_OR_RETURN(ModeResult sync, RunMode(*model, options, pool, /*synchronous=*/true));
-  FR_ASSIGN_OR_RETURN(ModeResult async, RunMode(*model, options, pool, /*synchronous=*/false));
-  return Json{{"speedup", sync.seconds / async.seconds},
-              {"seconds_sync", sync.seconds},
-              {"seconds_async", async.seconds},
-              {"busy_fraction_async", async.busy_fraction},
-              {"busy_fraction_sync", sync.busy_fraction},
-              {"mean_batch_async", async.mean_batch},
-              {"mean_batch_sync", sync.mean_batch},
+  std::vector<ModeResult> sync, async;
+  Json order = Json::array();
+  for (int64_t r = 0; r < options.repeats; ++r) {
+    // ABBA: sync first in even rounds, async first in odd ones.
+    for (bool synchronous : {r % 2 == 0, r % 2 != 0}) {
+      FR_ASSIGN_OR_RETURN(ModeResult result, RunMode(*model, options, pool, synchronous));
+      (synchronous ? sync : async).push_back(result);
+      order.push_back(synchronous ? "sync" : "async");
+    }
+  }
+  std::vector<double> ratios;
+  for (size_t r = 0; r < sync.size(); ++r) ratios.push_back(sync[r].seconds / async[r].seconds);
+  Json out = {{"speedup", Median(ratios)},
+              {"speedup_min", *std::min_element(ratios.begin(), ratios.end())},
+              {"speedup_max", *std::max_element(ratios.begin(), ratios.end())},
               {"groups", options.groups},
               {"group_size", options.group_size},
-              {"in_flight", options.in_flight}};
+              {"in_flight", options.in_flight},
+              {"repeats", options.repeats},
+              {"order", order}};
+  for (const auto& [suffix, runs] : {std::pair{"_sync", &sync}, std::pair{"_async", &async}}) {
+    std::vector<double> seconds, busy, batch;
+    for (const ModeResult& m : *runs) {
+      seconds.push_back(m.seconds);
+      busy.push_back(m.busy_fraction);
+      batch.push_back(m.mean_batch);
+    }
+    out[std::string("seconds") + suffix] = Median(seconds);
+    out[std::string("busy_fraction") + suffix] = Median(busy);
+    out[std::string("mean_batch") + suffix] = Median(batch);
+    out[std::string("runs_seconds") + suffix] = seconds;
+  }
+  return out;
 }
 
 }  // namespace flashroll

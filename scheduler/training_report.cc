@@ -149,10 +149,9 @@ PairedChange Paired(const Json& before, const Json& after, int effort) {
 
 }  // namespace
 
-std::string EvalComparison(const Json& eval) {
-  if (!eval.contains("before") || !eval.contains("after")) return "";
-  const Json& before = eval["before"];
-  const Json& after = eval["after"];
+namespace {
+
+std::string EvalTable(const Json& before, const Json& after) {
   const bool paired = before.contains("episodes") && after.contains("episodes") && before["episodes"].is_array() &&
                       after["episodes"].is_array();
   std::string text = Row("%-8s %8s %8s %8s %16s   %9s %9s %9s %22s%s\n", "effort", "episodes", "success", "-> after",
@@ -188,6 +187,32 @@ std::string EvalComparison(const Json& eval) {
   }
   if (before.contains("total") && after.contains("total")) {
     line("total", paired ? Paired(before["episodes"], after["episodes"], -1) : unpaired(before["total"], after["total"]));
+  }
+  return text;
+}
+
+// The table of one set, then its table at T = 1.0 when both sides have one.
+std::string SetComparison(const std::string& name, const Json& before, const Json& after) {
+  auto at = [](const Json& report) {
+    const double t = report.value("temperature", 0.0);
+    return t > 0 ? Row(" at T = %.2g", t) : std::string();
+  };
+  std::string text = name + at(before) + ":\n" + EvalTable(before, after);
+  if (before.contains("at_temperature_1") && after.contains("at_temperature_1")) {
+    text += name + " at T = 1:\n" + EvalTable(before["at_temperature_1"], after["at_temperature_1"]);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string EvalComparison(const Json& eval) {
+  if (!eval.contains("before") || !eval.contains("after")) return "";
+  const Json& before = eval["before"];
+  const Json& after = eval["after"];
+  std::string text = SetComparison("tuning set (training.eval_seed)", before, after);
+  if (before.contains("test") && after.contains("test")) {
+    text += SetComparison("held-out test set (training.test_seed)", before["test"], after["test"]);
   }
   return text;
 }

@@ -28,7 +28,10 @@ std::string LastStepStatus(const std::string& log_path, int64_t steps);
 // reasoning tokens with the change and a 95% interval. With both sides'
 // "episodes" (the same episodes, paired by index) the errors are those of
 // the mean per-episode difference; without, of two independent samples.
-// "" when either side is missing.
+// One table per set and temperature (scheduler/job_evaluation.h): the
+// tuning set's, then its "at_temperature_1", then the "test" set's and its
+// "at_temperature_1", each where both sides have it, under a header naming
+// it. "" when either side is missing.
 std::string EvalComparison(const Json& eval);
 
 }  // namespace flashroll

@@ -1,11 +1,13 @@
 #include "engine/server/openai_request.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <random>
 
 #include "common/base64.h"
+#include "common/reasoning_effort.h"
 #include "common/http.h"
 
 namespace flashroll::engine {
@@ -462,11 +464,43 @@ std::optional<ApiError> ReadTokenIds(const Json& body, const char* key, std::vec
   return std::nullopt;
 }
 
+namespace {
+
+std::optional<ApiError> ReadReasoningEffort(const Json& body, std::optional<int>* out) {
+  const Json* effort = Find(body, "reasoning_effort");
+  if (effort == nullptr) return std::nullopt;
+  // A number is read as its decimal text, so 50 and "50" are one value and
+  // 50.5 or true are refused like "medium".
+  const std::string text = effort->is_string() ? effort->get<std::string>() : effort->dump();
+  Result<int> parsed = ParseReasoningEffort(text);
+  if (!parsed.ok()) {
+    return InvalidRequest("reasoning_effort", "expected " + ReasoningEffortValues() + ", got " + effort->dump());
+  }
+  *out = *parsed;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ReadChatRequest(const Json& body, ChatRequest* out) {
   if (auto e = ReadGenerationParams(body, /*chat=*/true, &out->params)) return e;
   if (auto e = ReadMessages(body, &out->messages)) return e;
   if (auto e = ReadTools(body, out)) return e;
+  if (auto e = ReadReasoningEffort(body, &out->reasoning_effort)) return e;
   return std::nullopt;
+}
+
+std::vector<ChatMessage> MessagesWithReasoningEffort(const ChatRequest& request) {
+  std::vector<ChatMessage> messages = request.messages;
+  if (!request.reasoning_effort) return messages;
+  auto system = std::find_if(messages.begin(), messages.end(), [](const ChatMessage& m) { return m.role == "system"; });
+  if (system == messages.end()) {
+    ChatMessage created;
+    created.role = "system";
+    system = messages.insert(messages.begin(), std::move(created));
+  }
+  system->content = WithReasoningEffort(system->content, *request.reasoning_effort);
+  return messages;
 }
 
 std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out) {

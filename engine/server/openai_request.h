@@ -91,7 +91,17 @@ struct ChatRequest {
   std::vector<ChatMessage> messages;    // "developer" is read as "system"
   std::vector<std::string> tools_json;  // each {"type": "function", "function": {...}} as JSON text
   bool tool_choice_none = false;        // tool_choice "none": tools are rendered, calls not parsed
+  // reasoning_effort: "low", "high", "max" or an integer 1-100, as a JSON
+  // string or number (common/reasoning_effort.h); absent or null: none.
+  std::optional<int> reasoning_effort;
 };
+
+// The request's messages as the model sees them: with a reasoning_effort,
+// ReasoningEffortLine(b) becomes the last line of the first system message
+// (one is put first when there is none), exactly as Scaffold::SystemPrompt
+// writes it for training (both call WithReasoningEffort); without one, the
+// messages unchanged.
+std::vector<ChatMessage> MessagesWithReasoningEffort(const ChatRequest& request);
 
 // POST /v1/score: the raw logprob of each of token_ids given the prompt and
 // the tokens before it.

@@ -301,8 +301,9 @@ std::optional<ApiError> OpenAiServer::Impl::ChatPrompt(const ChatRequest& reques
       ChatConversation::Create(*chat_format, render_tools ? request.tools_json : std::vector<std::string>{});
   if (!conversation.ok()) return InvalidRequest("tools", conversation.status().message());
   job->kind = chat_format->kind();
-  for (size_t i = 0; i < request.messages.size(); ++i) {
-    ChatMessage m = request.messages[i];
+  const std::vector<ChatMessage> messages = MessagesWithReasoningEffort(request);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    ChatMessage m = messages[i];
     if (!render_tools && !m.tool_calls.empty()) {
       // The template cannot render calls: write them as the model writes them.
       const std::string calls = ToolCallsAsText(job->kind, m.tool_calls);

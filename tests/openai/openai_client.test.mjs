@@ -276,6 +276,41 @@ test('tools: the model writes a tool call that comes back as tool_calls', async 
   assert.ok(['stop', 'length', 'tool_calls'].includes(next.choices[0].finish_reason));
 });
 
+// reasoning_effort (issue 22, item 3) puts the scaffolds' own effort line
+// last in the first system message, so a served model sees what it was
+// trained on; absent, nothing is added.
+test('reasoning_effort: presets and integers become the effort line of the system prompt', async () => {
+  const user = { role: 'user', content: 'What is 2 + 3?' };
+  const promptIds = async (body) => (await client.chat.completions.create({
+    model: MODEL_NAME, max_tokens: 1, temperature: 0, return_token_ids: true, ...body,
+  })).prompt_token_ids;
+  const textIds = async (prompt) => (await client.completions.create({
+    model: MODEL_NAME, prompt, max_tokens: 1, temperature: 0, return_token_ids: true,
+  })).prompt_token_ids;
+
+  assert.deepEqual(await promptIds({ messages: [user] }), await textIds(CHAT_PROMPT), 'absent: no effort line');
+  const created = `<|im_start|>system\nReasoning Effort: 100<|im_end|>\n${CHAT_PROMPT}`;
+  assert.deepEqual(await promptIds({ messages: [user], reasoning_effort: 'max' }), await textIds(created),
+                   'no system message: one is created holding the line');
+  const withoutLine = AGENT_SYSTEM.slice(0, AGENT_SYSTEM.lastIndexOf('\n'));
+  const trained = await promptIds({ messages: [{ role: 'system', content: AGENT_SYSTEM }, user] });
+  for (const effort of ['low', 50, '50']) {
+    assert.deepEqual(await promptIds({ messages: [{ role: 'system', content: withoutLine }, user], reasoning_effort: effort }),
+                     trained, `reasoning_effort ${JSON.stringify(effort)} is the scaffold's "Reasoning Effort: 50"`);
+  }
+  const high = AGENT_SYSTEM.replace(/50$/, '75');
+  assert.deepEqual(await promptIds({ messages: [{ role: 'system', content: withoutLine }, user], reasoning_effort: 'high' }),
+                   await promptIds({ messages: [{ role: 'system', content: high }, user] }));
+  for (const bad of ['medium', 'minimal', 0, 101, 50.5, true, '', ' 50']) {
+    await assert.rejects(
+      client.chat.completions.create({ model: MODEL_NAME, messages: [user], max_tokens: 1, reasoning_effort: bad }),
+      (err) => err instanceof OpenAI.BadRequestError && err.param === 'reasoning_effort' &&
+               /"low" \(50\), "high" \(75\), "max" \(100\) or an integer 1-100/.test(err.message),
+      `reasoning_effort ${JSON.stringify(bad)} is a 400 listing the accepted values`,
+    );
+  }
+});
+
 test('errors are APIErrors with OpenAI status, param and code', async () => {
   await assert.rejects(
     client.completions.create({ model: MODEL_NAME, prompt: 'hi', max_tokens: -1 }),

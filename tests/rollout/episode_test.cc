@@ -106,25 +106,26 @@ TEST_F(EpisodeTest, SampledTokensCarryTheirVersionAndTurnSpans) {
   }
 }
 
-// l counts sampled tokens: the tokens of the turn whose decoded text reaches
-// into <think>...</think>, found here by decoding growing prefixes.
-TEST_F(EpisodeTest, ReasoningTokensCountTheSampledTokensInsideThink) {
+// l counts sampled tokens (rollout/reasoning_length.h): every token of the
+// turn, its <|im_end|> included, but those whose decoded text lies wholly in
+// the parsed action, found here by decoding growing prefixes.
+TEST_F(EpisodeTest, ReasoningTokensCountTheSampledTokensButTheAction) {
   const Episode e = Run(TaskFamilies()[0]->Generate(12, 1));
   int64_t checked = 0;
   for (const EpisodeTurn& t : e.turns) {
     const std::vector<int32_t> message(e.tokens.begin() + t.token_begin, e.tokens.begin() + t.token_end - 1);
     const std::string text = tokenizer_->Decode(message);
-    const size_t begin = text.find("<think>") + 7;
-    const size_t end = std::min(text.find("</think>"), text.size());
-    int64_t expected = 0;
+    auto parsed = Scaffolds()[0]->Parse(text);
+    ASSERT_TRUE(parsed.ok()) << text;
+    int64_t expected = 1;  // <|im_end|>
     size_t before = 0;
     for (size_t i = 1; i <= message.size(); ++i) {
       const size_t after = tokenizer_->Decode(std::span<const int32_t>(message.data(), i)).size();
-      if (before < end && after > begin) ++expected;
+      if (before < parsed->action_begin || after > parsed->action_end) ++expected;
       before = after;
     }
     EXPECT_EQ(t.reasoning_tokens, expected) << text;
-    EXPECT_GT(t.reasoning_tokens, 0);
+    EXPECT_LT(t.reasoning_tokens, t.token_end - t.token_begin) << "the action is not counted: " << text;
     ++checked;
   }
   EXPECT_GT(checked, 0);

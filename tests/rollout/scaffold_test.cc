@@ -28,9 +28,26 @@ TEST(ScaffoldTest, SystemPromptCarriesEffortAndSyntax) {
   const Scaffold* s = FindScaffold("json_tools");
   ASSERT_NE(s, nullptr);
   const std::string prompt = s->SystemPrompt(75);
-  EXPECT_NE(prompt.find("\nReasoning Effort: 75"), std::string::npos);
+  // The last line, as the chat API writes it (common/reasoning_effort.h).
+  EXPECT_TRUE(prompt.ends_with("\nReasoning Effort: 75")) << prompt;
   EXPECT_NE(prompt.find("<tool_call>"), std::string::npos);
   EXPECT_EQ(FindScaffold("nope"), nullptr);
+}
+
+// The action's span is what the length reward leaves out
+// (rollout/reasoning_length.h): the call or the answer with its markup.
+TEST(ScaffoldTest, ParseFindsTheActionsSpan) {
+  for (const Scaffold* s : Scaffolds()) {
+    const std::string call = s->RenderToolCall("plan", "ls -l");
+    auto parsed = s->Parse(call + "\ntrailing");
+    ASSERT_TRUE(parsed.ok()) << s->name();
+    EXPECT_EQ(call.substr(parsed->action_begin), call.substr(call.find("</think>\n") + 9)) << s->name();
+    EXPECT_EQ(parsed->action_end, call.size()) << s->name();
+    const std::string answer = s->RenderAnswer("plan", "42");
+    parsed = s->Parse(answer);
+    ASSERT_TRUE(parsed.ok()) << s->name();
+    EXPECT_EQ(answer.substr(parsed->action_begin, parsed->action_end - parsed->action_begin), "<answer>42</answer>");
+  }
 }
 
 TEST(ScaffoldTest, MalformedMessagesNameTheProblemAndOffset) {

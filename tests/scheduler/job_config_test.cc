@@ -98,7 +98,26 @@ TEST(JobConfigTest, EffortOutOfRange) {
       "t.yaml");
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(ParseJobConfig(*file).status().message(),
-            "t.yaml:6: rollout.efforts[1]: value 101 out of range [1, 100]");
+            "t.yaml:6: rollout.efforts[1]: reasoning effort \"101\" is not one of \"low\" (50), \"high\" (75), "
+            "\"max\" (100) or an integer 1-100");
+}
+
+// The chat API's presets (common/reasoning_effort.h) name efforts in a job too.
+TEST(JobConfigTest, EffortsTakeThePresets) {
+  auto file = ParseYaml(
+      "kind: rl_job\nname: t\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\nrollout:\n"
+      "  efforts: [1, low, high, max]\n",
+      "t.yaml");
+  ASSERT_TRUE(file.ok());
+  auto config = ParseJobConfig(*file);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->rollout.efforts, (std::vector<int64_t>{1, 50, 75, 100}));
+  for (const char* bad : {"medium", "[50]", "50.5"}) {
+    auto wrong = ParseYaml(std::string("kind: rl_job\nname: t\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n"
+                                       "rollout:\n  efforts: [") + bad + "]\n", "t.yaml");
+    ASSERT_TRUE(wrong.ok());
+    EXPECT_NE(ParseJobConfig(*wrong).status().message().find("rollout.efforts[0]:"), std::string::npos) << bad;
+  }
 }
 
 Result<JobConfig> Parse(const std::string& yaml) {
@@ -196,12 +215,13 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
   EXPECT_EQ(defaults->training.checkpoint_dir, "runs/x/j-checkpoints");
   EXPECT_TRUE(defaults->training.command.empty());
   EXPECT_EQ(defaults->training.eval_tasks, 0);
+  EXPECT_FALSE(defaults->training.test_seed.has_value());
   EXPECT_EQ(defaults->trainer_api.lease_timeout, std::chrono::minutes(10));
   auto all = Parse(head +
                    "training:\n  algorithm: grpo\n  steps: 5\n  learning_rate: 0.001\n  clip: 0.3\n  kl: 0.05\n  negative_weight: 0.5\n"
                    "  entropy_weight: -0.5\n"
                    "  grad_clip: 2\n  loss_agg: dr_grpo\n  command: [my-trainer, --fast]\n  checkpoint_dir: ck\n"
-                   "  restarts: 0\n  eval_tasks: 16\n  eval_seed: 9\n"
+                   "  restarts: 0\n  eval_tasks: 16\n  eval_seed: 9\n  test_seed: 11\n"
                    "trainer_api: {token_file: t, lease_timeout: 2s}\n");
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   const JobConfig::Training& t = all->training;
@@ -218,6 +238,12 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
   EXPECT_EQ(t.restarts, 0);
   EXPECT_EQ(t.eval_tasks, 16);
   EXPECT_EQ(t.eval_seed, 9);
+  EXPECT_EQ(t.test_seed, 11);
+  // Set seeds are packed into 31 bits (tasks/instance.h).
+  for (const char* seed : {"tasks: {families: [arithmetic], seed: -1}\n", "tasks: {families: [arithmetic], seed: 2147483648}\n"}) {
+    EXPECT_NE(Parse(head.substr(0, head.find("tasks:")) + seed).status().message().find("tasks.seed: value"), std::string::npos)
+        << seed;
+  }
   EXPECT_EQ(all->trainer_api.lease_timeout, std::chrono::seconds(2));
 
   auto algorithm = Parse(head + "training: {algorithm: ppo}\ntrainer_api: {token_file: t}\n");

@@ -41,6 +41,38 @@ TEST(TrainingReportTest, EvalChangeWithItsStandardErrorAndInterval) {
   EXPECT_EQ(EvalComparison({{"before", eval["before"]}}), "");
 }
 
+// The job's evaluation (scheduler/job_evaluation.h) nests the set's report
+// at T = 1.0 and the held-out test set's; each gets its own table.
+TEST(TrainingReportTest, TheTablesAtTemperature1AndOfTheTestSetFollow) {
+  const auto report = [](double success, double temperature) {
+    const Json counts = {{"episodes", 100}, {"success_rate", success}, {"mean_reasoning_tokens", 100.0},
+                         {"sd_reasoning_tokens", 50.0}};
+    return Json{{"by_effort", {{"1", counts}}}, {"total", counts}, {"temperature", temperature}};
+  };
+  const auto side = [&](double tuning, double t1, double test) {
+    Json s = report(tuning, 1.4);
+    s["at_temperature_1"] = report(t1, 1.0);
+    s["test"] = report(test, 1.4);
+    s["test"]["at_temperature_1"] = report(test - 0.1, 1.0);
+    return s;
+  };
+  const std::string text = EvalComparison({{"before", side(0.5, 0.6, 0.4)}, {"after", side(0.7, 0.65, 0.5)}});
+  const size_t tuning = text.find("tuning set (training.eval_seed) at T = 1.4:\n");
+  const size_t tuning_t1 = text.find("tuning set (training.eval_seed) at T = 1:\n");
+  const size_t test = text.find("held-out test set (training.test_seed) at T = 1.4:\n");
+  const size_t test_t1 = text.find("held-out test set (training.test_seed) at T = 1:\n");
+  ASSERT_NE(tuning, std::string::npos) << text;
+  ASSERT_NE(tuning_t1, std::string::npos) << text;
+  ASSERT_NE(test, std::string::npos) << text;
+  ASSERT_NE(test_t1, std::string::npos) << text;
+  EXPECT_LT(tuning, tuning_t1);
+  EXPECT_LT(tuning_t1, test);
+  EXPECT_LT(test, test_t1);
+  EXPECT_NE(text.find("+20.0%", tuning), std::string::npos) << text;
+  EXPECT_LT(text.find("+5.0%", tuning_t1), test) << text;
+  EXPECT_NE(text.find("+10.0%", test_t1), std::string::npos) << text;
+}
+
 TEST(TrainingReportTest, WithEpisodesTheChangeIsPairedByEpisode) {
   const auto episodes = [](std::vector<int> success, std::vector<int> reasoning) {
     Json list = Json::array();
