@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 namespace flashroll::store {
@@ -166,6 +167,20 @@ CREATE UNIQUE INDEX samples_finished_slot ON samples (job_id, group_id, slot)
   WHERE status IN ('completed', 'failed');
 )sql";
 
+// Version 4: an ack is recorded at once. `acked_at_version` is the version
+// whose weights computed the loss (the lease's trainer_version) and
+// `acked_into_version` the version whose checkpoint will hold that update;
+// `trained_at_version` follows only once a checkpoint of a version >=
+// acked_into_version is durable (published). An ack no durable checkpoint
+// holds is cleared when its groups are served again.
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE samples ADD COLUMN acked_at_version INTEGER
+  CHECK (acked_at_version IS NULL OR acked_at_version >= 0);
+ALTER TABLE samples ADD COLUMN acked_into_version INTEGER
+  CHECK (acked_into_version IS NULL OR (acked_at_version IS NOT NULL AND acked_into_version > acked_at_version));
+CREATE INDEX samples_job_acked ON samples (job_id, acked_into_version) WHERE acked_into_version IS NOT NULL;
+)sql";
+
 // int32 little-endian, whatever the host order, so a store file moves
 // between machines.
 std::vector<uint8_t> EncodeInt32s(std::span<const int32_t> values) {
@@ -270,7 +285,7 @@ Status InsertTurn(Statement& stmt, const Turn& turn) {
 }  // namespace
 
 const std::vector<sqlite::Migration>& Migrations() {
-  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
+  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}};
   return migrations;
 }
 
@@ -521,8 +536,14 @@ Status SupersedeUnfinished(Database& db, int64_t job_id) {
 
 Status RecordTrained(Database& db, std::span<const TrainedSample> samples, int64_t version) {
   const std::string what = "record samples trained at version " + std::to_string(version);
-  Result<Transaction> txn = Transaction::Begin(db);
-  if (!txn.ok()) return txn.status().Wrap(what);
+  // Inside the caller's transaction when one is open (the record of a
+  // published version and what it made durable commit together).
+  std::optional<Transaction> own;
+  if (!db.InTransaction()) {
+    Result<Transaction> txn = Transaction::Begin(db);
+    if (!txn.ok()) return txn.status().Wrap(what);
+    own.emplace(std::move(*txn));
+  }
   FR_ASSIGN_OR_RETURN(Statement sample_stmt,
                       db.Prepare("UPDATE samples SET trained_at_version = ?2 WHERE id = ?1"
                                  " AND trained_at_version IS NULL AND status IN ('completed', 'failed')"));
@@ -550,7 +571,82 @@ Status RecordTrained(Database& db, std::span<const TrainedSample> samples, int64
       }
     }
   }
+  return own ? own->Commit().Wrap(what) : Status::Ok();
+}
+
+Status RecordAcked(Database& db, std::span<const int64_t> sample_ids, int64_t at_version, int64_t into_version) {
+  const std::string what = "record samples acked at version " + std::to_string(at_version) + " into version " +
+                           std::to_string(into_version);
+  if (at_version < 0 || into_version <= at_version) {
+    return Status::InvalidArgument(what + ": the update must go into a version above the one that trained it");
+  }
+  Result<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return txn.status().Wrap(what);
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("UPDATE samples SET acked_at_version = ?2, acked_into_version = ?3 WHERE id = ?1"
+                                 " AND trained_at_version IS NULL AND status IN ('completed', 'failed')"));
+  for (int64_t id : sample_ids) {
+    stmt.Reset();
+    Status status = stmt.Bind(1, id);
+    if (status.ok()) status = stmt.Bind(2, at_version);
+    if (status.ok()) status = stmt.Bind(3, into_version);
+    if (status.ok()) status = stmt.Run();
+    if (!status.ok()) return status.Wrap(what + ": sample " + std::to_string(id));
+  }
   return txn->Commit().Wrap(what);
+}
+
+Result<std::vector<AckedSample>> AckedUpTo(Database& db, int64_t job_id, int64_t version) {
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("SELECT id, acked_at_version FROM samples WHERE job_id = ?1"
+                                 " AND acked_into_version <= ?2 AND trained_at_version IS NULL ORDER BY id"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
+  FR_RETURN_IF_ERROR(stmt.Bind(2, version));
+  std::vector<AckedSample> acked;
+  while (true) {
+    FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    acked.push_back({stmt.ColumnInt64(0), stmt.ColumnInt64(1)});
+  }
+  return acked;
+}
+
+Result<std::vector<int64_t>> ForgetUndurableAcks(Database& db, int64_t job_id, int64_t durable_version) {
+  const std::string what = "forget the acks of job " + std::to_string(job_id) + " above version " +
+                           std::to_string(durable_version);
+  Result<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return txn.status().Wrap(what);
+  std::vector<int64_t> groups;
+  {
+    FR_ASSIGN_OR_RETURN(Statement select,
+                        db.Prepare("SELECT DISTINCT group_id FROM samples WHERE job_id = ?1"
+                                   " AND acked_into_version > ?2 AND trained_at_version IS NULL ORDER BY group_id"));
+    FR_RETURN_IF_ERROR(select.Bind(1, job_id));
+    FR_RETURN_IF_ERROR(select.Bind(2, durable_version));
+    while (true) {
+      FR_ASSIGN_OR_RETURN(bool row, select.Step());
+      if (!row) break;
+      groups.push_back(select.ColumnInt64(0));
+    }
+  }
+  FR_ASSIGN_OR_RETURN(Statement clear,
+                      db.Prepare("UPDATE samples SET acked_at_version = NULL, acked_into_version = NULL"
+                                 " WHERE job_id = ?1 AND acked_into_version > ?2 AND trained_at_version IS NULL"));
+  Status status = clear.Bind(1, job_id);
+  if (status.ok()) status = clear.Bind(2, durable_version);
+  if (status.ok()) status = clear.Run();
+  if (!status.ok()) return status.Wrap(what);
+  FR_RETURN_IF_ERROR(txn->Commit().Wrap(what));
+  return groups;
+}
+
+Result<std::optional<PublishedVersion>> LatestWeightVersion(Database& db, int64_t job_id) {
+  FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT version, path FROM weight_versions WHERE job_id = ?1"
+                                                 " ORDER BY version DESC LIMIT 1"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
+  FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return std::optional<PublishedVersion>();
+  return std::optional<PublishedVersion>(PublishedVersion{stmt.ColumnInt64(0), std::string(stmt.ColumnText(1))});
 }
 
 Status RecordWeightVersion(Database& db, int64_t job_id, int64_t version, std::string_view path) {

@@ -28,7 +28,7 @@
 namespace flashroll::store {
 
 // The schema version this build writes; Migrations().size().
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 // The store's numbered migrations, oldest first.
 const std::vector<sqlite::Migration>& Migrations();
@@ -174,8 +174,40 @@ struct TrainedSample {
 // `version` (the update that consumed them is durable): trained_at_version
 // and the turns' loss_mask, written once — a sample already recorded, or not
 // completed or failed, is left as it is. kInvalidArgument naming a turn that
-// does not exist or whose mask has another length (nothing written).
+// does not exist or whose mask has another length (nothing written). Runs
+// inside the caller's transaction when one is open on `db`.
 Status RecordTrained(sqlite::Database& db, std::span<const TrainedSample> samples, int64_t version);
+
+// Records at once, in one transaction, that the trainer acknowledged
+// `sample_ids`: trained by the weights of `at_version` into the update it
+// will publish as `into_version` (acked_at_version, acked_into_version). A
+// sample already recorded trained, or not completed or failed, is left as
+// it is. kInvalidArgument unless 0 <= at_version < into_version.
+Status RecordAcked(sqlite::Database& db, std::span<const int64_t> sample_ids, int64_t at_version,
+                   int64_t into_version);
+
+// A sample acknowledged and not yet recorded trained.
+struct AckedSample {
+  int64_t sample_id = 0;
+  int64_t at_version = 0;  // acked_at_version: the weights that computed its loss
+};
+
+// The samples of a job acknowledged into a version <= `version` and not yet
+// recorded trained: those a durable checkpoint of `version` holds.
+Result<std::vector<AckedSample>> AckedUpTo(sqlite::Database& db, int64_t job_id, int64_t version);
+
+// Clears the acks of a job's samples acknowledged into a version above
+// `durable_version` and not recorded trained (no durable checkpoint holds
+// their update: they are served again). Returns their groups, ascending.
+Result<std::vector<int64_t>> ForgetUndurableAcks(sqlite::Database& db, int64_t job_id, int64_t durable_version);
+
+struct PublishedVersion {
+  int64_t version = 0;
+  std::string path;
+};
+
+// The highest weight version recorded for a job, or nullopt for none.
+Result<std::optional<PublishedVersion>> LatestWeightVersion(sqlite::Database& db, int64_t job_id);
 
 // Records that the trainer published weights `version` for a job at `path`.
 // Returns OK; kAlreadyExists when the job already has that version;

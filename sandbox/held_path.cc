@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 
 #include <cerrno>
+#include <filesystem>
 
 namespace flashroll::sandbox {
 
@@ -40,7 +41,12 @@ Result<std::shared_ptr<const HeldPath>> HoldHostPath(const std::string& path) {
     }
     return Status::FromErrno(errno, "rw path: open " + path);
   }
-  return HoldOpenPath(std::move(fd), path);
+  // Bound inside at its normal form: "/a//b/" is "/a/b", as the mount
+  // plan's one directory per component needs (with no symlink and no ".."
+  // on the way, which ValidateSpec refuses, it names what openat2 opened).
+  std::string normal = std::filesystem::path(path).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return HoldOpenPath(std::move(fd), std::move(normal));
 }
 
 }  // namespace flashroll::sandbox

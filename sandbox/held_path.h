@@ -41,7 +41,8 @@ Result<std::shared_ptr<const HeldPath>> HoldOpenPath(UniqueFd fd, std::string pa
 
 // Opens the absolute `path` from "/" without following any symlink
 // (RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): the path of `sandbox run
-// --rw` and of every rw path no policy checked. Errors name `path`: a
+// --rw` and of every rw path no policy checked; it is bound at its normal
+// form ("/a//b/" at "/a/b"). Errors name `path`: a
 // symlink on the way is kInvalidArgument (pass its real path), a missing
 // one kNotFound.
 Result<std::shared_ptr<const HeldPath>> HoldHostPath(const std::string& path);

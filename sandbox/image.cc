@@ -291,6 +291,9 @@ Result<ImageLayout> ResolveImage(const SandboxSpec& spec) {
         Result<std::string> root = EnsureOciImage(spec.image_dir, spec.image_ref, OciImageOptions());
         if (!root.ok()) return root.status().Wrap("image " + spec.image_dir);
         layout.lower = *root;
+        Result<ImageDefaults> defaults = OciImageDefaults(spec.image_dir, spec.image_ref);
+        if (!defaults.ok()) return defaults.status().Wrap("image " + spec.image_dir);
+        layout.defaults = *defaults;
       } else {
         layout.lower = spec.image_dir;
       }

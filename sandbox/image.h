@@ -30,6 +30,9 @@ namespace flashroll::sandbox {
 struct ImageLayout {
   std::string lower;          // overlay lowerdir; empty: an empty directory
   std::vector<MountOp> ops;   // the image's own mount points and binds
+  // An OCI image's config User and WorkingDir (ReadOciImageDefaults);
+  // empty for the other images.
+  ImageDefaults defaults;
 };
 
 // Returns the layout of spec.image. kNotFound when the busybox binary or

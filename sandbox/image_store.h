@@ -7,6 +7,9 @@
 //                           an OCI image layout: its layers unpacked once
 //                           (oci_image.h), the name a relative symlink, so
 //                           names of the same image share one tree
+//   <store>/.oci/<digest>.defaults.json
+//                           the image config's User and WorkingDir
+//                           (ReadOciImageDefaults), read at import
 //
 // A name is 1..64 of [A-Za-z0-9._-], not starting with '.' or '-'; host and
 // busybox are the built-in images and cannot be imported.
@@ -18,6 +21,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "sandbox/spec.h"
 
 namespace flashroll::sandbox {
 
@@ -38,5 +42,11 @@ Status ImportImage(const std::string& store, const std::string& source, const st
 // symlink. kNotFound when the store has no such image; kInvalidArgument
 // for a bad name or an entry that resolves outside the store.
 Result<std::string> StoredImage(const std::string& store, const std::string& name);
+
+// The exec defaults of image `name` in `store`: an OCI image's config User
+// and WorkingDir as kept at import; none for a copied directory (or an OCI
+// image imported before they were kept). Errors: those of StoredImage, and
+// kInvalidArgument naming the file for a defaults file that does not parse.
+Result<ImageDefaults> StoredImageDefaults(const std::string& store, const std::string& name);
 
 }  // namespace flashroll::sandbox

@@ -443,6 +443,7 @@ Result<MountPlan> PrepareMountsParentSide(const SandboxSpec& spec, UsernsMode us
   }
   plan.overlay_data = "lowerdir=" + lower + ",upperdir=" + plan.upper + ",workdir=" + work;
   plan.ops = std::move(image.ops);
+  plan.image_defaults = std::move(image.defaults);
   // The image's own binds show the host's files with the owners they have
   // in the image (read-only: the host image's /usr and friends).
   for (MountOp& op : plan.ops) op.idmap = op.kind == MountOp::Kind::kBind && userns == UsernsMode::kMapped;

@@ -134,6 +134,8 @@ struct MountPlan {
   // write rules): the image's lower layer's entries and the top-level paths
   // the ops create, less symlinks and read-only binds of the host.
   std::vector<std::string> writable_root_entries;
+  // The image's exec defaults (ImageLayout::defaults), for the manager.
+  ImageDefaults image_defaults;
 };
 
 // Parent side: resolves the image and builds the plan. Creates the host

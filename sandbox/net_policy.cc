@@ -296,6 +296,11 @@ Result<NetPolicyManager*> NetPolicyManager::Shared() {
 
 Result<NetPolicyAttachment> NetPolicyManager::Attach(const std::string& cgroup_dir, const NetPolicy& policy,
                                                      const std::string& pin_dir) {
+  if (policy.allow.size() > kMaxRulesPerSandbox) {
+    return Status::InvalidArgument("allow: " + std::to_string(policy.allow.size()) + " rules, more than the " +
+                                   std::to_string(kMaxRulesPerSandbox) +
+                                   " one sandbox may have (every sandbox's rules share one map)");
+  }
   FR_ASSIGN_OR_RETURN(uint64_t cgroup_id, CgroupV2Id(cgroup_dir));
   std::vector<RuleKey> keys;
   for (const AllowRule& rule : policy.allow) {

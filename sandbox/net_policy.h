@@ -48,6 +48,13 @@ struct bpf_link;  // libbpf
 
 namespace flashroll::sandbox {
 
+// At most this many allow rules per sandbox. The rule map holds 262,144
+// entries for every sandbox of the process, two per rule (TCP and UDP):
+// without a bound one sandbox with 131,072 rules fills it, and every later
+// sandbox's Attach fails. With it, a full map takes 128 sandboxes at the
+// bound (the node API's own maximum, NodePolicy::max_allow_rules, is lower).
+inline constexpr size_t kMaxRulesPerSandbox = 1024;
+
 struct NetPolicy {
   std::vector<AllowRule> allow;  // each rule admits both TCP and UDP
   bool allow_loopback = true;
@@ -108,7 +115,7 @@ class NetPolicyManager {
   // Polices the cgroup v2 directory `cgroup_dir` with `policy`. Call it
   // before the sandbox's first process joins the cgroup (e.g. before
   // clone3 with CLONE_INTO_CGROUP), so there is no unpoliced window. Returns the
-  // attachment; InvalidArgument for a rule with a bad family or prefix length,
+  // attachment; InvalidArgument for more than kMaxRulesPerSandbox rules, a rule with a bad family or prefix length,
   // or a path that is not a cgroup v2 directory; AlreadyExists when the
   // cgroup is already policed by this manager; otherwise the failed syscall
   // (e.g. a full map) naming the path and program.

@@ -30,4 +30,9 @@ Result<std::string> EnsureOciImage(const std::string& layout_dir, const std::str
   });
 }
 
+Result<ImageDefaults> OciImageDefaults(const std::string& layout_dir, const std::string& ref) {
+  FR_ASSIGN_OR_RETURN(OciDescriptor manifest, SelectOciManifest(layout_dir, ref));
+  return ReadOciImageDefaults(layout_dir, manifest);
+}
+
 }  // namespace flashroll::sandbox

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "sandbox/spec.h"
 
 namespace flashroll::sandbox {
 
@@ -30,5 +31,9 @@ struct OciImageOptions {
 // failed unpack is left in the cache.
 Result<std::string> EnsureOciImage(const std::string& layout_dir, const std::string& ref,
                                    const OciImageOptions& options);
+
+// The config defaults (ReadOciImageDefaults) of the image EnsureOciImage
+// unpacks for `layout_dir` and `ref`.
+Result<ImageDefaults> OciImageDefaults(const std::string& layout_dir, const std::string& ref);
 
 }  // namespace flashroll::sandbox

@@ -235,4 +235,35 @@ Result<std::vector<OciLayer>> ReadOciManifest(const std::string& dir, const OciD
   return layers;
 }
 
+Result<ImageDefaults> ReadOciImageDefaults(const std::string& dir, const OciDescriptor& manifest) {
+  FR_ASSIGN_OR_RETURN(std::string manifest_text, ReadVerifiedBlob(dir, manifest));
+  Result<OciDescriptor> config_blob = [&]() -> Result<OciDescriptor> {
+    FR_ASSIGN_OR_RETURN(Json root, ParseJson(manifest_text, "manifest"));
+    const JsonView view(root, "");
+    FR_RETURN_IF_ERROR(view.ExpectObject());
+    FR_ASSIGN_OR_RETURN(JsonView config, view.GetObject("config"));
+    return ParseDescriptor(config);
+  }();
+  if (!config_blob.ok()) return config_blob.status().Wrap(OciBlobPath(manifest.digest_hex));
+  const std::string name = OciBlobPath(config_blob->digest_hex);
+  FR_ASSIGN_OR_RETURN(std::string text, ReadVerifiedBlob(dir, *config_blob));
+  Result<ImageDefaults> defaults = [&]() -> Result<ImageDefaults> {
+    FR_ASSIGN_OR_RETURN(Json root, ParseJson(text, "config"));
+    const JsonView view(root, "");
+    FR_RETURN_IF_ERROR(view.ExpectObject());
+    ImageDefaults out;
+    if (!view.Has("config") || view.value().at("config").is_null()) return out;
+    FR_ASSIGN_OR_RETURN(JsonView config, view.GetObject("config"));
+    FR_ASSIGN_OR_RETURN(std::string user, config.GetString("User", ""));
+    if (!user.empty()) {
+      if (Status s = ParseUserGroup(user, &out.user, &out.group); !s.ok()) return s.Wrap("config.User");
+    }
+    FR_ASSIGN_OR_RETURN(out.workdir, config.GetString("WorkingDir", ""));
+    FR_RETURN_IF_ERROR(CheckWorkdir("config.WorkingDir", out.workdir));
+    return out;
+  }();
+  if (!defaults.ok()) return defaults.status().Wrap(name);
+  return defaults;
+}
+
 }  // namespace flashroll::sandbox

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "sandbox/spec.h"
 
 namespace flashroll::sandbox {
 
@@ -47,6 +48,13 @@ Result<OciDescriptor> SelectOciManifest(const std::string& dir, const std::strin
 // Layer media types: the OCI tar, tar+gzip and tar+zstd layers (and their
 // non-distributable forms) and Docker's rootfs.diff.tar.gzip.
 Result<std::vector<OciLayer>> ReadOciManifest(const std::string& dir, const OciDescriptor& manifest);
+
+// The defaults of `manifest`'s image config (its verified config blob):
+// config.User ("USER[:GROUP]", names or numbers, as ParseUserGroup reads
+// it) and config.WorkingDir (absolute). Both are optional, and so is
+// `config`. Errors name the blob and the field
+// ("blobs/sha256/ab12...: config.User: ...").
+Result<ImageDefaults> ReadOciImageDefaults(const std::string& dir, const OciDescriptor& manifest);
 
 // "blobs/sha256/<hex>": where a blob lives, relative to the layout.
 std::string OciBlobPath(const std::string& digest_hex);

@@ -169,6 +169,8 @@ struct Manager::Impl {
     auto sb = std::make_shared<Sandbox>();
     sb->id = NewSandboxName();
     sb->spec = spec;
+    // An OCI image's User and WorkingDir, where the spec names none.
+    ApplyImageDefaults(plan.mount.image_defaults, &sb->spec);
     FR_RETURN_IF_ERROR(LoadAppArmor(*sb, &plan));
     // Held by the init once it has joined; ours closes when Launch returns.
     UserNamespace userns;
@@ -614,6 +616,7 @@ Result<ExecResult> Manager::Exec(const std::string& id, const ExecRequest& given
     request.user = sb->spec.user;
     request.group = sb->spec.group;
   }
+  if (request.cwd.empty()) request.cwd = sb->spec.workdir;
   std::lock_guard<std::mutex> exec_lock(sb->exec_mu);
   uint64_t oom_before = 0;
   uint32_t exec_id = 0;

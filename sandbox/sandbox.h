@@ -46,11 +46,13 @@ namespace flashroll::sandbox {
 struct ExecRequest {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::string> env;   // empty: the sandbox's SandboxSpec::env
-  std::string cwd = "/";
+  // Empty: the sandbox's SandboxSpec::workdir, else "/".
+  std::string cwd;
   // Who runs it: a name in the sandbox's /etc/passwd (its primary group and
   // the /etc/group entries listing it come along) or a uid; `group` a name
   // in /etc/group or a gid, overriding the primary group. Empty: the
-  // sandbox's default (SandboxSpec::user, ::group), else root. Root holds
+  // sandbox's default (SandboxSpec::user, ::group, which an OCI image's
+  // config User fills where the spec names none), else root. Root holds
   // the sandbox's bounded capabilities (caps.h), any other user none.
   std::string user;
   std::string group;

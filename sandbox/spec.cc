@@ -135,9 +135,56 @@ Status ParseUserGroup(std::string_view text, std::string* user, std::string* gro
   return CheckExecUser("group", *group);
 }
 
+Result<std::vector<int>> ParseCpuList(std::string_view text) {
+  constexpr uint64_t kMaxCpu = 4095;
+  const Status bad = Status::InvalidArgument("cpuset '" + std::string(text) +
+                                             "': expected a list such as 0-1,3 (CPUs 0.." + std::to_string(kMaxCpu) + ")");
+  std::vector<bool> set(kMaxCpu + 1, false);
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    const size_t dash = item.find('-');
+    uint64_t first = 0, last = 0;
+    if (!ParseUint(item.substr(0, dash), kMaxCpu, &first)) return bad;
+    last = first;
+    if (dash != std::string_view::npos && !ParseUint(item.substr(dash + 1), kMaxCpu, &last)) return bad;
+    if (last < first) return bad;
+    for (uint64_t cpu = first; cpu <= last; ++cpu) set[cpu] = true;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  std::vector<int> cpus;
+  for (size_t cpu = 0; cpu < set.size(); ++cpu) {
+    if (set[cpu]) cpus.push_back(static_cast<int>(cpu));
+  }
+  return cpus;
+}
+
+void ApplyImageDefaults(const ImageDefaults& defaults, SandboxSpec* spec) {
+  if (spec->user.empty() && spec->group.empty()) {
+    spec->user = defaults.user;
+    spec->group = defaults.group;
+  }
+  if (spec->workdir.empty()) spec->workdir = defaults.workdir;
+}
+
+Status CheckWorkdir(std::string_view field, std::string_view value) {
+  if (value.empty()) return Status::Ok();
+  if (value[0] != '/') {
+    return Status::InvalidArgument(std::string(field) + " '" + std::string(value) + "': must be an absolute path");
+  }
+  if (value.size() > 4096) return Status::InvalidArgument(std::string(field) + ": longer than 4096 characters");
+  if (value.find_first_of(std::string_view("\n\0", 2)) != std::string_view::npos) {
+    return Status::InvalidArgument(std::string(field) + ": may not contain a newline or NUL");
+  }
+  return Status::Ok();
+}
+
 Status ValidateSpec(const SandboxSpec& spec) {
   FR_RETURN_IF_ERROR(CheckExecUser("user", spec.user));
   FR_RETURN_IF_ERROR(CheckExecUser("group", spec.group));
+  FR_RETURN_IF_ERROR(CheckWorkdir("workdir", spec.workdir));
   if (spec.image == ImageKind::kDirectory) {
     if (spec.image_dir.empty() || spec.image_dir[0] != '/') {
       return Status::InvalidArgument("image: directory must be an absolute path");
@@ -158,9 +205,7 @@ Status ValidateSpec(const SandboxSpec& spec) {
     return Status::InvalidArgument("memory: must be at least 4M");
   }
   if (spec.disk_bytes < (uint64_t{1} << 20)) return Status::InvalidArgument("disk: must be at least 1M");
-  if (spec.cpuset.find_first_not_of("0123456789,-") != std::string::npos) {
-    return Status::InvalidArgument("cpuset '" + spec.cpuset + "': expected a list such as 0-1,3");
-  }
+  if (!spec.cpuset.empty()) FR_RETURN_IF_ERROR(ParseCpuList(spec.cpuset).status());
   for (const auto& path : spec.rw_paths) {
     if (path.empty() || path[0] != '/') return Status::InvalidArgument("rw path '" + path + "': must be absolute");
     if (path == "/") return Status::InvalidArgument("rw path '/': binding the host root is not allowed");

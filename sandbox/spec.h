@@ -70,6 +70,8 @@ struct SandboxSpec {
   // empty: root.
   std::string user;
   std::string group;
+  // Where an exec that names no cwd runs (ExecRequest::cwd); empty: "/".
+  std::string workdir;
   // Destroyed automatically this long after creation; 0: never.
   std::chrono::milliseconds ttl{0};
   // The syscall filter: "default" (sandbox/seccomp.h) or the absolute path
@@ -99,6 +101,28 @@ Status CheckExecUser(std::string_view field, std::string_view value);
 // "USER[:GROUP]" (the --user flag's form) into its parts, each checked by
 // CheckExecUser; ":GROUP" alone keeps root with that group.
 Status ParseUserGroup(std::string_view text, std::string* user, std::string* group);
+
+// What an image says its processes run as and where (an OCI image config's
+// User and WorkingDir; image_store.h keeps them for imported images).
+struct ImageDefaults {
+  std::string user;   // empty: root
+  std::string group;  // empty: the user's primary group
+  std::string workdir;  // empty: "/"
+};
+
+// The image's defaults where the spec names none: user and group when the
+// spec gives neither (an explicit user or group wins whole), workdir when
+// the spec gives none.
+void ApplyImageDefaults(const ImageDefaults& defaults, SandboxSpec* spec);
+
+// A working directory as given: empty, or an absolute path of at most 4096
+// characters without a newline or NUL; kInvalidArgument naming `field`.
+Status CheckWorkdir(std::string_view field, std::string_view value);
+
+// The CPUs of a cpuset list ("0-3,6", as cpuset.cpus takes it), sorted
+// and distinct; every index below 4096. kInvalidArgument naming the list
+// for anything else ("3-1", "0-", "", "a").
+Result<std::vector<int>> ParseCpuList(std::string_view text);
 
 // Checks the fields against each other: allow rules need --net policy,
 // limits are in range, paths are absolute and free of characters that

@@ -136,7 +136,7 @@ Result<BatchLease> BatchQueue::Lease(size_t min_groups, size_t max_groups,
   return out;
 }
 
-Status BatchQueue::Ack(const std::string& lease_id) {
+Status BatchQueue::Ack(const std::string& lease_id, std::optional<int64_t> into_version) {
   std::lock_guard<std::mutex> lock(mu_);
   const SystemTime now = Now();
   ReclaimExpiredLocked(now);
@@ -144,6 +144,9 @@ Status BatchQueue::Ack(const std::string& lease_id) {
     const auto n = static_cast<int64_t>(it->second.groups.size());
     consumed_ += n;
     leased_groups_ -= n;
+    if (into_version) {
+      for (auto& [seq, group] : it->second.groups) undurable_[seq] = {*into_version, std::move(group)};
+    }
     live_.erase(it);
     RememberLocked(lease_id, FinishedLease{Ended::kAcked, now});
     return Status::Ok();
@@ -152,6 +155,42 @@ Status BatchQueue::Ack(const std::string& lease_id) {
   if (it == finished_.end()) return LeaseNotFound(lease_id);
   if (it->second.how == Ended::kAcked) return Status::Ok();
   return EndedError(lease_id, it->second);
+}
+
+void BatchQueue::Durable(int64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(undurable_, [&](const auto& entry) { return entry.second.into_version <= version; });
+}
+
+std::vector<int64_t> BatchQueue::ReturnUndurable(int64_t durable_version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> returned;
+  for (auto it = undurable_.begin(); it != undurable_.end();) {
+    if (it->second.into_version <= durable_version) {
+      ++it;
+      continue;
+    }
+    returned.push_back(it->second.group.group_id);
+    queued_.emplace(it->first, std::move(it->second.group));
+    --consumed_;
+    it = undurable_.erase(it);
+  }
+  if (!returned.empty()) changed_.notify_all();
+  return returned;
+}
+
+int64_t BatchQueue::ReleaseAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const SystemTime now = Now();
+  ReclaimExpiredLocked(now);
+  const auto released = static_cast<int64_t>(live_.size());
+  for (auto& [id, lease] : live_) {
+    RequeueLocked(lease);
+    RememberLocked(id, FinishedLease{Ended::kReleased, now});
+  }
+  live_.clear();
+  if (released > 0) changed_.notify_all();
+  return released;
 }
 
 Result<std::chrono::system_clock::time_point> BatchQueue::Renew(const std::string& lease_id) {
@@ -211,6 +250,7 @@ BatchQueueStats BatchQueue::Stats() {
   stats.live_leases = static_cast<int64_t>(live_.size());
   stats.consumed = consumed_;
   stats.expired_leases = expired_leases_;
+  stats.undurable = static_cast<int64_t>(undurable_.size());
   stats.closed = closed_;
   return stats;
 }

@@ -10,6 +10,13 @@
 // the lease expired fails, because its groups were (or will be) handed to
 // another lease.
 //
+// An Ack may name the weight version whose checkpoint will hold the update
+// that trained the groups (`into_version`): the groups are consumed at once
+// (the scheduler's staleness gate moves), but the queue keeps them until
+// Durable(V >= into_version) says such a checkpoint is published, so that
+// ReturnUndurable can queue them again when the trainer died before that (its
+// successor resumes from a checkpoint without their update).
+//
 // Two clocks: lease expiry is measured on the injectable `clock` (wall
 // time, so expires_at can be shown to clients; a test clock expires leases
 // without sleeping), while a long poll's `timeout` is real elapsed time
@@ -30,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +75,7 @@ struct BatchQueueStats {
   int64_t live_leases = 0;     // leases not yet acknowledged or expired
   int64_t consumed = 0;        // groups acknowledged, in total
   int64_t expired_leases = 0;  // leases that expired unacknowledged, in total
+  int64_t undurable = 0;       // groups acknowledged into a version not yet durable, now
   bool closed = false;
 };
 
@@ -97,7 +106,23 @@ class BatchQueue {
   // was lost consumes nothing twice). Errors: kFailedPrecondition for a
   // lease that expired ("lease X expired at <UTC time>; its groups were
   // handed out again"), kNotFound for an id never issued or long forgotten.
-  Status Ack(const std::string& lease_id);
+  // With `into_version`, the groups are held, consumed, until Durable or
+  // ReturnUndurable (above); without, they are gone for good.
+  Status Ack(const std::string& lease_id, std::optional<int64_t> into_version = std::nullopt);
+
+  // A checkpoint of `version` is durable: the groups acknowledged into a
+  // version <= `version` are consumed for good.
+  void Durable(int64_t version);
+
+  // The groups acknowledged into a version above `durable_version` (no
+  // durable checkpoint holds their update) go back to the queue, in their
+  // original place, and count as consumed no more. Returns their group ids,
+  // in queue order.
+  std::vector<int64_t> ReturnUndurable(int64_t durable_version);
+
+  // Releases every live lease (see Release), e.g. those of a trainer that
+  // died. Returns how many there were.
+  int64_t ReleaseAll();
 
   // Moves the expiry of live lease `lease_id` to lease_duration from now (a
   // trainer whose step outlasts the lease keeps it). Returns the new expiry.
@@ -150,6 +175,11 @@ class BatchQueue {
   std::map<uint64_t, TrainingGroup> queued_;      // guarded by mu_
   uint64_t next_seq_ = 0;                          // guarded by mu_
   std::map<std::string, LiveLease> live_;          // guarded by mu_
+  struct UndurableGroup {
+    int64_t into_version = 0;
+    TrainingGroup group;
+  };
+  std::map<uint64_t, UndurableGroup> undurable_;   // by Add order; guarded by mu_
   std::map<std::string, FinishedLease> finished_;  // guarded by mu_
   std::deque<std::string> finished_order_;         // oldest first; guarded by mu_
   int64_t leased_groups_ = 0;                      // guarded by mu_

@@ -27,6 +27,7 @@
 #include "rollout/sandbox_workspace.h"
 #include "rollout/scaffold.h"
 #include "sandbox/sandbox.h"
+#include "scheduler/ack_ledger.h"
 #include "scheduler/batch_queue.h"
 #include "scheduler/export.h"
 #include "scheduler/job_evaluation.h"
@@ -67,22 +68,6 @@ std::string Fixed(double v, int digits) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
-}
-
-// The highest published checkpoint in `dir`: the trainer's v<version>
-// directories (written whole, then renamed into place). Name and version.
-std::optional<std::pair<std::string, int64_t>> LatestCheckpoint(const std::string& dir) {
-  std::optional<std::pair<std::string, int64_t>> best;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() < 2 || name[0] != 'v' || !entry.is_directory(ec)) continue;
-    if (name.find_first_not_of("0123456789", 1) != std::string::npos || name.size() > 16) continue;
-    if (!std::filesystem::exists(entry.path() / "config.json", ec)) continue;
-    const int64_t version = std::stoll(name.substr(1));
-    if (!best || version > best->second) best = {{name, version}};
-  }
-  return best;
 }
 
 // The python/ folder of this source tree, for the trainer's PYTHONPATH:
@@ -158,18 +143,13 @@ class Job {
   std::unique_ptr<TrainerSupervisor> trainer_;
   Json eval_ = Json::object();  // {"before": ..., "after": ...}
 
-  // Training: the leases acknowledged whose update is not yet known durable.
-  // The trainer publishes a version only once its checkpoint is written, so
-  // publishing W makes every lease trained at a version below W durable:
-  // then its samples' trained_at_version and trained mask are stored.
-  struct AckedLease {
-    int64_t version = 0;
-    std::vector<int64_t> sample_ids;
-  };
-  void WeightsPublished(const std::string& path, int64_t version);
-  std::mutex trained_mu_;
-  std::unique_ptr<sqlite::Database> trained_db_;  // the trainer API threads' connection; guarded by trained_mu_
-  std::vector<AckedLease> acked_;                 // guarded by trained_mu_
+  // Training: acks recorded at once, made durable by the next published
+  // version (ack_ledger.h). A resumed job's last published version.
+  std::unique_ptr<AckLedger> ledger_;
+  std::optional<store::PublishedVersion> resume_point_;
+  // The trainer died: what it acked and no published checkpoint holds is
+  // queued again, for its successor (which resumes from that checkpoint).
+  void TrainerRestarting();
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
@@ -295,11 +275,16 @@ Status Job::Open() {
     auto loader = engine::WeightLoader::Create(engine_.get(), config_.training.checkpoint_dir);
     if (!loader.ok()) return loader.status().Wrap("training.checkpoint_dir");
     weights_ = std::move(*loader);
-    // A resumed job continues on the last weights its trainer published.
-    if (auto latest = LatestCheckpoint(config_.training.checkpoint_dir)) {
-      FR_RETURN_IF_ERROR(weights_->Start(latest->first, latest->second).Wrap("resuming on checkpoint " + latest->first));
-      FR_RETURN_IF_ERROR(weights_->WaitForVersion(latest->second, Clock::now() + std::chrono::minutes(5)));
-      log::Info("resumed on published weights", {{"checkpoint", latest->first}, {"version", std::to_string(latest->second)}});
+    // A resumed job continues on the last weights its trainer published
+    // (recorded in the store; a checkpoint on disk beyond it was never
+    // published, and the groups its step trained are served again).
+    if (resumed) {
+      FR_ASSIGN_OR_RETURN(resume_point_, ResumePoint(*db_, job_id_));
+    }
+    if (const auto& latest = resume_point_) {
+      FR_RETURN_IF_ERROR(weights_->Start(latest->path, latest->version).Wrap("resuming on checkpoint " + latest->path));
+      FR_RETURN_IF_ERROR(weights_->WaitForVersion(latest->version, Clock::now() + std::chrono::minutes(5)));
+      log::Info("resumed on published weights", {{"checkpoint", latest->path}, {"version", std::to_string(latest->version)}});
     }
   }
   sandbox::Manager::Options sandbox_options;
@@ -310,8 +295,9 @@ Status Job::Open() {
 
   // The groups a stopped or killed job finished are queued again, except
   // those a published checkpoint holds (recorded trained). A group acked
-  // but not yet in a published checkpoint is served again: the trainer
-  // resumes from that checkpoint, without its update.
+  // but not yet in a published checkpoint is served again (its ack was
+  // cleared above): the trainer resumes from that checkpoint, without its
+  // update.
   std::set<int64_t> trained;
   if (resumed) {
     FR_ASSIGN_OR_RETURN(trained, DurablyTrainedGroups(*db_, job_id_));
@@ -583,7 +569,8 @@ void Job::Monitor() {
         cv_.notify_all();
       }
       const BatchQueueStats queue = queue_.Stats();
-      if (queue.consumed > consumed_seen_) {
+      // Fewer when a dead trainer's undurable groups were queued again.
+      if (queue.consumed != consumed_seen_) {
         scheduler_->Consumed(queue.consumed - consumed_seen_);
         consumed_seen_ = queue.consumed;
         cv_.notify_all();
@@ -671,15 +658,14 @@ Status Job::StartTraining() {
   api.http.bearer_token = *token;
   api.max_staleness = config_.scheduler.max_staleness;
   api.initial_version = WeightVersion();
-  FR_ASSIGN_OR_RETURN(trained_db_, store::OpenStore(config_.store_path));
+  if (resume_point_) api.initial_path = resume_point_->path;
+  api.refuse_at_or_below = HighestCheckpointOnDisk(config_.training.checkpoint_dir);
+  FR_ASSIGN_OR_RETURN(ledger_, AckLedger::Open(config_.store_path, job_id_, config_.scheduler.max_staleness));
   api.on_weights = [this](const std::string& path, int64_t version) {
-    Status started = weights_->Start(path, version);
-    if (started.ok()) WeightsPublished(path, version);
-    return started;
+    return ledger_->Published(path, version, [&] { return weights_->Start(path, version); });
   };
-  api.on_trained = [this](int64_t version, const std::vector<int64_t>& sample_ids) {
-    std::lock_guard<std::mutex> lock(trained_mu_);
-    acked_.push_back({version, sample_ids});
+  api.on_trained = [this](int64_t at_version, int64_t into_version, const std::vector<int64_t>& sample_ids) {
+    return ledger_->Acked(at_version, into_version, sample_ids);
   };
   api.status = [this]() -> Json {
     Json status;
@@ -717,29 +703,28 @@ Status Job::StartTraining() {
     log::Info(line, {});
     if (options_.on_status) options_.on_status(line);
   };
-  auto trainer = TrainerSupervisor::Start(child, config_.training.restarts, on_event);
+  auto trainer = TrainerSupervisor::Start(child, config_.training.restarts, on_event, [this] { TrainerRestarting(); });
   if (!trainer.ok()) return trainer.status().Wrap("training.command");
   trainer_ = std::move(*trainer);
   return Status::Ok();
 }
 
-void Job::WeightsPublished(const std::string& path, int64_t version) {
-  std::lock_guard<std::mutex> lock(trained_mu_);
-  if (Status s = store::RecordWeightVersion(*trained_db_, job_id_, version, path);
-      !s.ok() && s.code() != Code::kAlreadyExists) {
-    log::Warn("published weights not recorded in the store", {{"error", s.ToString()}});
+void Job::TrainerRestarting() {
+  const ReturnedGroups returned =
+      trainer_api_->ReturnUndurable(HighestCheckpointOnDisk(config_.training.checkpoint_dir));
+  auto forgotten = ledger_->Forget(returned.durable_version);
+  if (!forgotten.ok()) {
+    // Left recorded, the next published version would mark them trained.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_error_.ok()) first_error_ = forgotten.status().Wrap("restarting the trainer");
+    stop_ = true;
+    cv_.notify_all();
+    return;
   }
-  for (auto it = acked_.begin(); it != acked_.end();) {
-    if (it->version >= version) {
-      ++it;
-      continue;
-    }
-    if (Status s = RecordTrainedSamples(*trained_db_, it->sample_ids, it->version, config_.scheduler.max_staleness);
-        !s.ok()) {
-      log::Warn("trained samples not recorded in the store", {{"error", s.ToString()}});
-    }
-    it = acked_.erase(it);
-  }
+  log::Info("the dead trainer's unpublished work is served again",
+            {{"durable_version", std::to_string(returned.durable_version)},
+             {"groups", std::to_string(returned.groups.size())},
+             {"released_leases", std::to_string(returned.released_leases)}});
 }
 
 Status Job::FinishTraining() {

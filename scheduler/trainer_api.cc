@@ -106,6 +106,8 @@ TrainerApi::TrainerApi(BatchQueue* queue, TrainerApiOptions options)
       on_trained_(std::move(options.on_trained)),
       max_staleness_(options.max_staleness),
       published_version_(options.initial_version),
+      published_path_(std::move(options.initial_path)),
+      refuse_at_or_below_(options.refuse_at_or_below),
       server_(std::move(options.http)) {}
 
 TrainerApi::~TrainerApi() { Stop(); }
@@ -140,6 +142,7 @@ Result<std::unique_ptr<TrainerApi>> TrainerApi::Start(BatchQueue* queue,
                     });
   server.HandleJson(HttpMethod::kPost, "/v1/weights",
                     [self](const HttpRequest& r) { return self->PostWeights(r); });
+  server.HandleJson(HttpMethod::kGet, "/v1/weights", [self](const HttpRequest&) { return self->GetWeights(); });
   server.HandleJson(HttpMethod::kGet, "/v1/status",
                     [self](const HttpRequest&) -> Result<Json> { return self->status_(); });
   FR_RETURN_IF_ERROR(server.Start());
@@ -165,7 +168,13 @@ Result<HttpResponse> TrainerApi::GetBatches(const HttpRequest& request) {
     const auto slice = std::clamp(left, std::chrono::milliseconds(0), kStopCheckInterval);
     FR_ASSIGN_OR_RETURN(BatchLease lease, queue_->Lease(poll.min_groups, poll.max_groups, slice));
     if (!lease.id.empty()) {
-      const int64_t version = poll.trainer_version.value_or(published_version_.load());
+      int64_t version = 0;
+      if (poll.trainer_version) {
+        version = *poll.trainer_version;
+      } else {
+        std::lock_guard<std::mutex> lock(ack_mu_);
+        version = published_version_;
+      }
       if (max_staleness_ >= 0) MaskStaleTokens(lease, version, max_staleness_);
       RememberServed(lease, version);
       HttpResponse reply;
@@ -200,16 +209,45 @@ void TrainerApi::RememberServed(const BatchLease& lease, int64_t version) {
 
 Result<Json> TrainerApi::AckBatch(const HttpRequest& request) {
   const std::string& lease = request.Param("lease");
-  FR_RETURN_IF_ERROR(queue_->Ack(lease));
-  std::optional<ServedLease> trained;
-  {
-    std::lock_guard<std::mutex> lock(served_mu_);
-    if (auto it = served_.find(lease); it != served_.end()) {
-      trained = std::move(it->second);
-      served_.erase(it);  // a retried ack reports nothing twice
+  const JsonView body = request.Body();
+  std::optional<int64_t> trained_at, into;
+  if (!body.value().is_null()) {
+    FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"trained_at_version", "into_version"}));
+    if (body.Has("trained_at_version")) {
+      FR_ASSIGN_OR_RETURN(trained_at, body.GetInt("trained_at_version"));
+    }
+    if (body.Has("into_version")) {
+      FR_ASSIGN_OR_RETURN(into, body.GetInt("into_version"));
     }
   }
-  if (trained && on_trained_) on_trained_(trained->version, trained->sample_ids);
+  std::lock_guard<std::mutex> ack_lock(ack_mu_);
+  std::optional<ServedLease> served;
+  {
+    std::lock_guard<std::mutex> lock(served_mu_);
+    if (auto it = served_.find(lease); it != served_.end()) served = it->second;
+  }
+  // The trainer says which weights computed the loss; the mask served was
+  // computed against the lease's version, so the two must agree for the
+  // store to record the mask the step trained with.
+  if (served && trained_at && *trained_at != served->version) {
+    return Status::InvalidArgument("body.trained_at_version: " + std::to_string(*trained_at) +
+                                   " is not the lease's trainer_version " + std::to_string(served->version) +
+                                   " (its mask was computed against that): lease with the version you train with");
+  }
+  const int64_t at = served ? served->version : trained_at.value_or(published_version_);
+  const int64_t into_version = into.value_or(at + 1);
+  if (into_version <= at) {
+    return Status::InvalidArgument("body.into_version: " + std::to_string(into_version) +
+                                   " is not above the version that trained the batch, " + std::to_string(at));
+  }
+  FR_RETURN_IF_ERROR(queue_->Ack(lease, into_version));
+  if (served && on_trained_) {
+    FR_RETURN_IF_ERROR(on_trained_(at, into_version, served->sample_ids).Wrap("recording the ack of lease " + lease));
+  }
+  if (served) {
+    std::lock_guard<std::mutex> lock(served_mu_);
+    served_.erase(lease);  // a retried ack records nothing twice
+  }
   return Json{{"lease", lease}};
 }
 
@@ -223,12 +261,37 @@ Result<Json> TrainerApi::PostWeights(const HttpRequest& request) {
     return Status::InvalidArgument("body.version: must be at least 0, got " +
                                    std::to_string(version));
   }
-  FR_RETURN_IF_ERROR(
-      on_weights_(path, version).Wrap("weights version " + std::to_string(version) + " at " + path));
-  int64_t seen = published_version_.load();
-  while (version > seen && !published_version_.compare_exchange_weak(seen, version)) {
+  const std::string what = "weights version " + std::to_string(version) + " at " + path;
+  std::lock_guard<std::mutex> lock(ack_mu_);
+  if (version <= refuse_at_or_below_) {
+    return Status::FailedPrecondition(what + ": written before the trainer last started (checkpoints up to version " +
+                                      std::to_string(refuse_at_or_below_) +
+                                      " were on disk then); the groups its step trained are served again");
   }
+  FR_RETURN_IF_ERROR(on_weights_(path, version).Wrap(what));
+  if (version > published_version_) {
+    published_version_ = version;
+    published_path_ = path;
+  }
+  queue_->Durable(version);
   return Json{{"path", path}, {"version", version}};
+}
+
+Result<Json> TrainerApi::GetWeights() {
+  std::lock_guard<std::mutex> lock(ack_mu_);
+  return Json{{"version", published_version_},
+              {"path", published_path_.empty() ? Json(nullptr) : Json(published_path_)},
+              {"next_version", std::max(published_version_, refuse_at_or_below_) + 1}};
+}
+
+ReturnedGroups TrainerApi::ReturnUndurable(int64_t on_disk) {
+  std::lock_guard<std::mutex> lock(ack_mu_);
+  refuse_at_or_below_ = std::max(refuse_at_or_below_, on_disk);
+  ReturnedGroups returned;
+  returned.durable_version = published_version_;
+  returned.released_leases = queue_->ReleaseAll();
+  returned.groups = queue_->ReturnUndurable(published_version_);
+  return returned;
 }
 
 }  // namespace flashroll

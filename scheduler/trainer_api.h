@@ -24,13 +24,25 @@
 //        released; 404 unknown.
 //   POST /v1/batches/{lease}/release -> 200 {"lease"}: its groups go back to
 //        the queue now (again 200 once released or expired); 409 acknowledged.
-//   POST /v1/batches/{lease}/ack  -> 200 {"lease": id}; 409 expired or released; 404 unknown.
-//        The first 200 of a lease calls on_trained with the version its
-//        mask was computed against and the samples it served.
+//   POST /v1/batches/{lease}/ack  [{"trained_at_version": T, "into_version": V}]
+//        -> 200 {"lease": id}; 409 expired or released; 404 unknown; 400 for
+//        a T other than the lease's trainer_version (the version its mask
+//        was computed against) or a V <= T. V, the version the step will
+//        publish, defaults to T + 1. The first 200 of a lease calls
+//        on_trained with T, V and the samples it served (until it succeeds:
+//        its error is the ack's, and a retried ack calls it again); the
+//        groups stay in the queue, consumed, until a version >= V is
+//        published (BatchQueue::Durable) or ReturnUndurable.
 //   POST /v1/weights {"path": string, "version": int >= 0}
 //        -> 200 {"path", "version"} once on_weights accepted them; its error
 //        Status otherwise (HttpStatusFromCode); 400 naming a missing,
-//        mistyped or unknown field
+//        mistyped or unknown field; 409 for a version at or below the
+//        checkpoints on disk when the trainer last (re)started (written by a
+//        trainer since dead, whose acked groups were served again)
+//   GET  /v1/weights -> 200 {"version", "path", "next_version"}: the last
+//        published version (null path before any) and the lowest version
+//        the trainer may publish next: above every version the engine has
+//        served and every checkpoint on disk when it (re)started
 //   GET  /v1/status -> 200 with the status callback's JSON
 //
 // Every route requires the bearer token: 401 without it or with another.
@@ -59,8 +71,17 @@ namespace flashroll {
 
 using WeightsCallback = std::function<Status(const std::string& path, int64_t version)>;
 // A lease was acknowledged: its samples were trained by the weights of
-// `version` (the lease's trainer_version).
-using TrainedCallback = std::function<void(int64_t version, const std::vector<int64_t>& sample_ids)>;
+// `at_version` (the lease's trainer_version) into the update that version
+// `into_version` will publish.
+using TrainedCallback =
+    std::function<Status(int64_t at_version, int64_t into_version, const std::vector<int64_t>& sample_ids)>;
+
+// What ReturnUndurable did.
+struct ReturnedGroups {
+  int64_t durable_version = 0;   // the last published version
+  int64_t released_leases = 0;   // live leases given back
+  std::vector<int64_t> groups;   // acked into a later version, queued again
+};
 
 struct TrainerApiOptions {
   // Where and how to serve; bearer_token must not be empty.
@@ -77,6 +98,12 @@ struct TrainerApiOptions {
   // The version the trainer holds before it posts any weights (a resumed
   // job's last checkpoint), for a lease that does not name trainer_version.
   int64_t initial_version = 0;
+  // Its checkpoint directory, relative to the checkpoint root ("" for the
+  // initial model), for GET /v1/weights.
+  std::string initial_path;
+  // The highest checkpoint version on disk when the job started: a version
+  // up to it is refused (a trainer of the previous job wrote it).
+  int64_t refuse_at_or_below = -1;
 };
 
 class TrainerApi {
@@ -95,6 +122,12 @@ class TrainerApi {
   // kStopCheckInterval rather than holding Stop() for up to its timeout,
   // ends with a 503 or the closed connection, and leaves the queue as it was.
   void Stop();
+
+  // The trainer died and is being started again (it resumes from the last
+  // published checkpoint): its live leases are released, the groups acked
+  // into a version not yet published are queued again, and a version up to
+  // `on_disk` (the highest checkpoint it may have written) is refused.
+  ReturnedGroups ReturnUndurable(int64_t on_disk);
 
   int port() const { return server_.port(); }
   std::string base_url() const { return server_.base_url(); }
@@ -129,8 +162,16 @@ class TrainerApi {
   std::mutex served_mu_;
   std::map<std::string, ServedLease> served_;  // guarded by served_mu_
   std::deque<std::string> served_order_;       // oldest first; guarded by served_mu_
-  // The highest version accepted by POST /v1/weights (initial_version before).
-  std::atomic<int64_t> published_version_;
+  Result<Json> GetWeights();
+
+  // Serialises acks, publishes and ReturnUndurable: what a publish makes
+  // durable is exactly what was acked before it.
+  std::mutex ack_mu_;
+  // The highest version accepted by POST /v1/weights (initial_version
+  // before) and its path; guarded by ack_mu_.
+  int64_t published_version_;
+  std::string published_path_;
+  int64_t refuse_at_or_below_;  // guarded by ack_mu_
   std::atomic<bool> stopping_{false};
   HttpServer server_;
 };

@@ -51,9 +51,11 @@ std::vector<std::string> TrainerArgv(const JobConfig& config, const TrainerEndpo
 }
 
 Result<std::unique_ptr<TrainerSupervisor>> TrainerSupervisor::Start(ChildOptions child, int64_t restarts,
-                                                                    std::function<void(const std::string&)> on_event) {
+                                                                    std::function<void(const std::string&)> on_event,
+                                                                    std::function<void()> before_restart) {
   FR_ASSIGN_OR_RETURN(std::unique_ptr<ChildProcess> first, ChildProcess::Start(child));
-  auto supervisor = std::unique_ptr<TrainerSupervisor>(new TrainerSupervisor(std::move(child), restarts, std::move(on_event)));
+  auto supervisor = std::unique_ptr<TrainerSupervisor>(
+      new TrainerSupervisor(std::move(child), restarts, std::move(on_event), std::move(before_restart)));
   if (supervisor->on_event_) supervisor->on_event_("trainer started (pid " + std::to_string(first->pid()) + ")");
   supervisor->thread_ = std::thread([s = supervisor.get(), c = std::move(first)]() mutable { s->Supervise(std::move(c)); });
   return supervisor;
@@ -95,6 +97,7 @@ void TrainerSupervisor::Supervise(std::unique_ptr<ChildProcess> child) {
                              std::to_string(restarts_used_) + " of " + std::to_string(restarts_) + log;
     lock.unlock();
     if (on_event_) on_event_(line);
+    if (before_restart_) before_restart_();
     auto next = ChildProcess::Start(options_);
     lock.lock();
     if (!next.ok()) {

@@ -44,9 +44,12 @@ class TrainerSupervisor {
  public:
   // `restarts`: how many times a trainer that exits non-zero (or is killed)
   // is started again. `on_event` gets one line per start, exit and restart.
+  // `before_restart`, if set, runs after a trainer died and before the next
+  // one starts (the job gives back what the dead one held).
   // Errors: ChildProcess::Start's, for the first start.
   static Result<std::unique_ptr<TrainerSupervisor>> Start(ChildOptions child, int64_t restarts,
-                                                          std::function<void(const std::string&)> on_event);
+                                                          std::function<void(const std::string&)> on_event,
+                                                          std::function<void()> before_restart = {});
   ~TrainerSupervisor();  // Stop()
   TrainerSupervisor(const TrainerSupervisor&) = delete;
   TrainerSupervisor& operator=(const TrainerSupervisor&) = delete;
@@ -63,13 +66,18 @@ class TrainerSupervisor {
   int64_t restarts_used() const;
 
  private:
-  TrainerSupervisor(ChildOptions child, int64_t restarts, std::function<void(const std::string&)> on_event)
-      : options_(std::move(child)), restarts_(restarts), on_event_(std::move(on_event)) {}
+  TrainerSupervisor(ChildOptions child, int64_t restarts, std::function<void(const std::string&)> on_event,
+                    std::function<void()> before_restart)
+      : options_(std::move(child)),
+        restarts_(restarts),
+        on_event_(std::move(on_event)),
+        before_restart_(std::move(before_restart)) {}
   void Supervise(std::unique_ptr<ChildProcess> child);
 
   const ChildOptions options_;
   const int64_t restarts_;
   const std::function<void(const std::string&)> on_event_;
+  const std::function<void()> before_restart_;
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

@@ -9,7 +9,7 @@
 # into ONE archive, <checkout>/.gpu/bundle.tar.xz, with an unpacking runner
 # .gpu/run.sh beside it. Then it prints the `run` call to make.
 #
-#   scripts/device-run.sh [--build DIR] [--stage CHECKOUT] [--no-build]
+#   scripts/device-run.sh [--build DIR] [--stage CHECKOUT] [--no-build] [--targets "flashroll cuda_tests"]
 #
 # On the GPU machine `bash .gpu/run.sh CMD...` unpacks into .gpu/bin and
 # .gpu/lib, puts them on PATH / LD_LIBRARY_PATH and runs CMD from the
@@ -19,18 +19,19 @@ set -euo pipefail
 build=build
 stage=/work/main
 do_build=1
+targets=(flashroll cuda_tests engine_tests)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
     --stage) stage="$2"; shift 2 ;;
     --no-build) do_build=0; shift ;;
+    --targets) read -r -a targets <<<"$2"; shift 2 ;;
     *) echo "device-run.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
-targets=(flashroll cuda_tests engine_tests)
 if [[ $do_build == 1 ]]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build" -j2 --target "${targets[@]}"
@@ -40,7 +41,9 @@ out="$stage/.gpu"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" "$tmp/lib" "$out"
-cp "$build/flashroll" "$build/tests/cuda_tests" "$build/tests/engine_tests" "$tmp/bin/"
+for t in "${targets[@]}"; do
+  if [[ $t == flashroll ]]; then cp "$build/flashroll" "$tmp/bin/"; else cp "$build/tests/$t" "$tmp/bin/"; fi
+done
 strip "$tmp"/bin/*
 
 # Every shared library the binaries load except glibc's own and the C++
@@ -67,6 +70,6 @@ export PATH="$here/bin:$PATH" LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_
 exec "$@"
 EOF
 chmod +x "$out/run.sh"
-cp scripts/gpu_wide_parity.py "$out/"
+cp scripts/gpu_wide_parity.py scripts/gpu_bench_all.sh "$out/"
 echo "staged $(du -h "$out/bundle.tar.xz" | cut -f1) in $out (carry limit: about 14 MiB)"
 echo 'run: carry [".gpu"], command: bash .gpu/run.sh cuda_tests  (results: write them under $OUT)'

@@ -13,8 +13,9 @@ bf16 weights (eager attention, TF32 off), on the GPU:
            before the first difference, per prompt.
 
 Prints one JSON object. With --make-only it only writes the model (for `bench decode`) and prints
-the device's copy bandwidth, measured with PyTorch. Usage (flashroll on PATH):
-    gpu_wide_parity.py MODEL_DIR [LAYERS] [--make-only]
+the device's copy bandwidth, measured with PyTorch. --shape=0.6b takes Qwen3-0.6B's shape instead
+(hidden 1024, 16/8 heads of 128, FFN 3072, tied embeddings). Usage (flashroll on PATH):
+    gpu_wide_parity.py MODEL_DIR [LAYERS] [--make-only] [--shape=0.6b]
 """
 
 import json
@@ -58,10 +59,12 @@ def main():
     torch.manual_seed(SEED)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    config = Qwen3Config(vocab_size=151936, hidden_size=4096, intermediate_size=12288,
-                         num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=8,
-                         head_dim=128, max_position_embeddings=4096, rope_theta=1000000.0,
-                         rms_norm_eps=1e-6, tie_word_embeddings=False,
+    small = "--shape=0.6b" in sys.argv
+    config = Qwen3Config(vocab_size=151936, hidden_size=1024 if small else 4096,
+                         intermediate_size=3072 if small else 12288,
+                         num_hidden_layers=layers, num_attention_heads=16 if small else 32,
+                         num_key_value_heads=8, head_dim=128, max_position_embeddings=4096,
+                         rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=small,
                          bos_token_id=None, eos_token_id=None)
     config._attn_implementation = "eager"
     start = time.time()
@@ -109,7 +112,8 @@ def main():
             same_prefix += 1
         greedy.append(same_prefix)
     print(json.dumps({
-        "shape": f"qwen3 hidden 4096, {layers} layers, 32/8 heads x 128, ffn 12288, vocab 151936, bf16",
+        "shape": f"qwen3 hidden {config.hidden_size}, {layers} layers, {config.num_attention_heads}/8 heads x 128, "
+                 f"ffn {config.intermediate_size}, vocab 151936, bf16",
         "model_made_s": round(made_s, 1),
         "positions": positions,
         "max_abs_delta_logit": worst,

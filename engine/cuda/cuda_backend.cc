@@ -1,10 +1,20 @@
 // The CUDA backend: weights (device_weights.h), the paged KV pool and every
 // step's activations live on one GPU; kernels.h runs the decoder. Only the
-// step's inputs (tokens, positions, block tables, RoPE angles) go up and the
-// wanted logits come down.
+// step's inputs (tokens, positions, block tables, RoPE angles) go up; what
+// comes down is, per logit row, either its draw (ForwardAndDraw: sampled
+// here under the CPU sampler's contract) or its logits.
+//
+// A step's kernel sequence depends only on its row count, its logit-row
+// count and where the buffers are, so the second step of a shape is
+// captured into a CUDA graph and later ones of that shape replay it: one
+// launch instead of about 9 per layer. Replay runs the same kernels on the
+// same inputs, so it changes no bit of the result.
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <utility>
 
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_weights.h"
@@ -32,14 +42,27 @@ class CudaStream {
   cudaStream_t stream_ = nullptr;
 };
 
-// Host vector `v` copied into `buffer` (grown as needed) on `stream`.
+// Host vector `v` copied into `buffer` on `stream`; the buffer grows to
+// powers of two, so a captured step stays valid while block tables grow.
 template <typename T>
 Status Upload(const std::vector<T>& v, DeviceBuffer* buffer, cudaStream_t stream) {
   const size_t bytes = v.size() * sizeof(T);
-  FR_RETURN_IF_ERROR(buffer->Reserve(bytes == 0 ? sizeof(T) : bytes));
+  FR_RETURN_IF_ERROR(buffer->Reserve(std::bit_ceil(bytes == 0 ? sizeof(T) : bytes)));
   if (bytes == 0) return Status::Ok();
   return CudaCheck(cudaMemcpyAsync(buffer->get(), v.data(), bytes, cudaMemcpyHostToDevice, stream), "uploading a step");
 }
+
+struct GraphExecDeleter {
+  void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
+};
+using GraphExec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
+// A step shape's captured kernels, and the buffers they were captured on.
+struct StepGraph {
+  bool seen = false;  // ran once eagerly (which also sets the kernels' attributes)
+  GraphExec exec;
+  std::vector<const void*> buffers;
+};
 
 class CudaBackend : public Backend {
  public:
@@ -57,6 +80,7 @@ class CudaBackend : public Backend {
   Status AllocateKv(const KvLayout& layout, int64_t num_blocks) override {
     FR_RETURN_IF_ERROR(CudaCheck(cudaSetDevice(device_.ordinal), "selecting the GPU"));
     layout_ = layout;
+    graphs_.clear();
     keys_.clear();
     values_.clear();
     keys_.resize(static_cast<size_t>(layout.num_layers));
@@ -96,6 +120,7 @@ class CudaBackend : public Backend {
     if (weights_ && weights_->model == &model) return;
     cudaSetDevice(device_.ordinal);
     cudaStreamSynchronize(stream_.get());
+    graphs_.clear();
     weights_.reset();  // room for the incoming weights
     Result<std::unique_ptr<cuda::DeviceWeights>> w = cuda::DeviceWeights::Upload(model);
     if (!w.ok()) {
@@ -106,10 +131,20 @@ class CudaBackend : public Backend {
   }
 
   Status Forward(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed) override {
+    return ForwardAndDraw(batch, logits, routed, {});
+  }
+
+  bool DrawsOnDevice() const override { return true; }
+
+  Status ForwardAndDraw(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed,
+                        std::span<RowDraw> draws) override {
     if (!error_.ok()) return error_;
     if (keys_.empty()) return Status::FailedPrecondition("the CUDA backend has no KV storage yet");
     if (!weights_) return Status::FailedPrecondition("the CUDA backend has no weights");
-    Status st = Run(batch, logits);
+    if (!draws.empty() && draws.size() != batch.logit_rows.size()) {
+      return Status::InvalidArgument("ForwardAndDraw: one draw per logit row");
+    }
+    Status st = Run(batch, logits, draws);
     if (!st.ok()) error_ = st;  // the stream's state after a failed step is unknown
     if (routed) routed->clear();
     return st;
@@ -158,7 +193,7 @@ class CudaBackend : public Backend {
     }
   }
 
-  Status Run(const ForwardBatch& batch, float* logits) {
+  Status Run(const ForwardBatch& batch, float* logits, std::span<RowDraw> draws) {
     const Model& model = *weights_->model;
     const ModelConfig& c = model.config();
     FR_RETURN_IF_ERROR(model.PlanRows(batch, &positions_, &tables_));
@@ -194,27 +229,118 @@ class CudaBackend : public Backend {
     const size_t f = sizeof(float);
     FR_RETURN_IF_ERROR(x_.Reserve(n * hidden * f));
     FR_RETURN_IF_ERROR(h_.Reserve(std::max(n, rows) * hidden * f));
-    FR_RETURN_IF_ERROR(y_.Reserve(n * hidden * f));
-    FR_RETURN_IF_ERROR(q_.Reserve(n * q_dim * f));
+    FR_RETURN_IF_ERROR(qkv_.Reserve(n * (q_dim + 2 * kv_dim) * f));
     FR_RETURN_IF_ERROR(attn_.Reserve(n * q_dim * f));
-    FR_RETURN_IF_ERROR(k_.Reserve(n * kv_dim * f));
-    FR_RETURN_IF_ERROR(v_.Reserve(n * kv_dim * f));
-    FR_RETURN_IF_ERROR(gate_.Reserve(n * width * f));
-    FR_RETURN_IF_ERROR(up_.Reserve(n * width * f));
+    FR_RETURN_IF_ERROR(gate_up_.Reserve(n * 2 * width * f));
+    FR_RETURN_IF_ERROR(act_.Reserve(n * width * f));
     FR_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(rows, 1) * c.vocab_size * f));
 
+    FR_RETURN_IF_ERROR(RunDecoder(n, rows));
+    // Rows drawn here stay here; runs of the others come back for the host.
+    const size_t row_bytes = static_cast<size_t>(c.vocab_size) * f;
+    const auto on_device = [&](int64_t k) { return !draws.empty() && draws[k].on_device; };
+    for (int64_t k = 0; k < rows;) {
+      if (on_device(k)) {
+        ++k;
+        continue;
+      }
+      int64_t end = k + 1;
+      while (end < rows && !on_device(end)) ++end;
+      FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(logits + k * c.vocab_size, logits_.get<float>() + k * c.vocab_size,
+                                                   (end - k) * row_bytes, cudaMemcpyDeviceToHost, s),
+                                   "copying the logits back"));
+      k = end;
+    }
+    FR_RETURN_IF_ERROR(Draw(draws, c.vocab_size));
+    return Status::Ok();
+  }
+
+  // Samples the rows marked on_device (all of them, in one launch over the
+  // step's logit rows) and waits for the step.
+  Status Draw(std::span<RowDraw> draws, int64_t vocab) {
+    const cudaStream_t s = stream_.get();
+    bool any = false;
+    for (const RowDraw& d : draws) any = any || d.on_device;
+    if (!any) return CudaCheck(cudaStreamSynchronize(s), "running the step");
+    const int64_t rows = static_cast<int64_t>(draws.size());
+    draw_params_.resize(draws.size());
+    for (size_t k = 0; k < draws.size(); ++k) {
+      draw_params_[k].greedy = draws[k].plan.greedy ? 1 : 0;
+      draw_params_[k].inv_t = draws[k].plan.inv_t;
+      draw_params_[k].u = draws[k].plan.u;
+    }
+    FR_RETURN_IF_ERROR(Upload(draw_params_, &d_draw_params_, s));
+    FR_RETURN_IF_ERROR(d_block_sums_.Reserve(static_cast<size_t>(rows * ((vocab + 63) / 64)) * sizeof(double)));
+    FR_RETURN_IF_ERROR(d_draws_.Reserve(draws.size() * sizeof(cuda::DrawResult)));
+    cuda::DrawRows(logits_.get<float>(), rows, vocab, d_draw_params_.get<cuda::DrawParams>(),
+                   d_block_sums_.get<double>(), d_draws_.get<cuda::DrawResult>(), s);
+    FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the draw"));
+    draw_results_.resize(draws.size());
+    FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(draw_results_.data(), d_draws_.get(),
+                                                 draws.size() * sizeof(cuda::DrawResult), cudaMemcpyDeviceToHost, s),
+                                 "copying the draws back"));
+    FR_RETURN_IF_ERROR(CudaCheck(cudaStreamSynchronize(s), "running the step"));
+    for (size_t k = 0; k < draws.size(); ++k) {
+      if (!draws[k].on_device) continue;
+      const cuda::DrawResult& r = draw_results_[k];
+      draws[k].result = {r.token, r.token_logit, r.max_logit, r.weight_sum};
+    }
+    return Status::Ok();
+  }
+
+  // The kernels of a step of n rows and `rows` logit rows, on the uploaded
+  // inputs: replayed from a graph when this shape ran before on these
+  // buffers, captured when it ran once, launched directly the first time.
+  Status RunDecoder(int64_t n, int64_t rows) {
+    const cudaStream_t s = stream_.get();
+    constexpr size_t kMaxGraphs = 64;  // prefill chunks of many sizes run directly past this
+    std::vector<const void*> buffers;
+    for (const DeviceBuffer* b : {&d_tokens_, &d_positions_, &d_offsets_, &d_tables_, &d_rope_, &d_logit_rows_, &x_,
+                                  &h_, &qkv_, &attn_, &gate_up_, &act_, &logits_}) {
+      buffers.push_back(b->get());
+    }
+    auto found = graphs_.find({n, rows});
+    if (found == graphs_.end()) {
+      if (graphs_.size() >= kMaxGraphs) return LaunchDecoder(n, rows);
+      found = graphs_.emplace(std::make_pair(n, rows), StepGraph{}).first;
+    }
+    StepGraph& g = found->second;
+    if (g.exec && g.buffers == buffers) return CudaCheck(cudaGraphLaunch(g.exec.get(), s), "replaying the step");
+    if (!g.seen) {
+      g.seen = true;
+      return LaunchDecoder(n, rows);
+    }
+    g.exec.reset();
+    FR_RETURN_IF_ERROR(CudaCheck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "capturing the step"));
+    const Status launched = LaunchDecoder(n, rows);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+    FR_RETURN_IF_ERROR(launched);
+    FR_RETURN_IF_ERROR(CudaCheck(ended, "capturing the step"));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    FR_RETURN_IF_ERROR(CudaCheck(made, "instantiating the step's graph"));
+    g.exec.reset(exec);
+    g.buffers = std::move(buffers);
+    return CudaCheck(cudaGraphLaunch(g.exec.get(), s), "launching the step's graph");
+  }
+
+  Status LaunchDecoder(int64_t n, int64_t rows) {
+    const ModelConfig& c = weights_->model->config();
+    const cudaStream_t s = stream_.get();
+    const int64_t hidden = c.hidden_size, hd = c.head_dim, heads = c.num_heads, kvh = c.num_kv_heads;
+    const int64_t q_dim = heads * hd, kv_dim = kvh * hd, width = c.intermediate_size;
     float* x = x_.get<float>();
     float* h = h_.get<float>();
-    float* y = y_.get<float>();
+    float* qkv = qkv_.get<float>();
     const float eps = static_cast<float>(c.rms_norm_eps);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     cuda::EmbedRows(weights_->embed, d_tokens_.get<int32_t>(), n, x, s);
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const cuda::DeviceWeights::Layer& w = weights_->layers[l];
       cuda::RmsNormRows(x, nullptr, n, hidden, w.attn_norm, eps, h, s);
-      cuda::MatMul(w.q, h, n, q_.get<float>(), s);
-      cuda::MatMul(w.k, h, n, k_.get<float>(), s);
-      cuda::MatMul(w.v, h, n, v_.get<float>(), s);
+      cuda::MatMul(w.qkv, h, n, qkv, s);
       cuda::KvView kv;
       kv.keys = keys_[l].get();
       kv.values = values_[l].get();
@@ -225,30 +351,23 @@ class CudaBackend : public Backend {
       kv.positions = d_positions_.get<int64_t>();
       kv.tables = d_tables_.get<int32_t>();
       kv.table_offsets = d_offsets_.get<int64_t>();
-      cuda::QkvPost(q_.get<float>(), k_.get<float>(), v_.get<float>(), w.q_bias, w.k_bias, w.v_bias, w.q_norm,
-                    w.k_norm, eps, d_rope_.get<float>(), n, heads, kv, s);
-      cuda::Attention(q_.get<float>(), n, heads, scale, kv, attn_.get<float>(), s);
-      cuda::MatMul(w.o, attn_.get<float>(), n, y, s);
-      cuda::AddInPlace(x, y, n * hidden, s);
+      cuda::QkvPost(qkv, w.q_bias, w.k_bias, w.v_bias, w.q_norm, w.k_norm, eps, d_rope_.get<float>(), n, heads, kv,
+                    s);
+      cuda::Attention(qkv, q_dim + 2 * kv_dim, n, heads, scale, kv, attn_.get<float>(), s);
+      cuda::MatMul(w.o, attn_.get<float>(), n, x, s, /*residual=*/x);
       cuda::RmsNormRows(x, nullptr, n, hidden, w.ffn_norm, eps, h, s);
-      cuda::MatMul(w.gate, h, n, gate_.get<float>(), s);
-      cuda::MatMul(w.up, h, n, up_.get<float>(), s);
-      cuda::SwiGlu(gate_.get<float>(), up_.get<float>(), n * width, gate_.get<float>(), s);
-      cuda::MatMul(w.down, gate_.get<float>(), n, y, s);
-      cuda::AddInPlace(x, y, n * hidden, s);
+      cuda::MatMul(w.gate_up, h, n, gate_up_.get<float>(), s);
+      cuda::SwiGlu(gate_up_.get<float>(), n, width, act_.get<float>(), s);
+      cuda::MatMul(w.down, act_.get<float>(), n, x, s, /*residual=*/x);
     }
     FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the decoder kernels"));
     if (rows > 0) {
       cuda::RmsNormRows(x, d_logit_rows_.get<int64_t>(), rows, hidden, weights_->final_norm, eps, h, s);
       cuda::MatMul(weights_->lm_head, h, rows, logits_.get<float>(), s);
       FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the LM head"));
-      FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(logits, logits_.get(), rows * c.vocab_size * f,
-                                                   cudaMemcpyDeviceToHost, s),
-                                   "copying the logits back"));
     }
-    return CudaCheck(cudaStreamSynchronize(s), "running the step");
+    return Status::Ok();
   }
-
   DeviceSpec device_;
   CudaStream stream_;
   std::unique_ptr<cuda::DeviceWeights> weights_;
@@ -263,7 +382,12 @@ class CudaBackend : public Backend {
   std::vector<int32_t> flat_tables_;
   std::vector<float> rope_;
   DeviceBuffer d_tokens_, d_positions_, d_offsets_, d_tables_, d_rope_, d_logit_rows_;
-  DeviceBuffer x_, h_, y_, q_, attn_, k_, v_, gate_, up_, logits_;
+  DeviceBuffer x_, h_, qkv_, attn_, gate_up_, act_, logits_;
+  std::map<std::pair<int64_t, int64_t>, StepGraph> graphs_;  // by (rows, logit rows)
+  // Device draws: their parameters and results (host, then device).
+  std::vector<cuda::DrawParams> draw_params_;
+  std::vector<cuda::DrawResult> draw_results_;
+  DeviceBuffer d_draw_params_, d_block_sums_, d_draws_;
 };
 
 }  // namespace

@@ -16,25 +16,41 @@ Result<void*> DeviceWeights::Copy(const void* host, size_t size) {
   return ptr;
 }
 
-Result<DeviceMatrix> DeviceWeights::Matrix(const std::string& name, int64_t rows, int64_t cols) {
-  FR_ASSIGN_OR_RETURN(const WeightTensor* t, model->files().Get(name, {rows, cols}));
-  if (cols % 8 != 0) {
-    return Status::InvalidArgument(t->file + ": tensor '" + name + "': the CUDA kernels need a width that is a "
-                                   "multiple of 8, got " + std::to_string(cols));
-  }
+Result<DeviceMatrix> DeviceWeights::Stacked(const std::vector<Part>& parts, int64_t cols) {
+  std::vector<const WeightTensor*> tensors;
   DeviceMatrix m;
-  m.rows = rows;
   m.cols = cols;
-  if (t->dtype == kernels::DType::kBF16) {
-    m.bf16 = true;
-    FR_ASSIGN_OR_RETURN(m.data, Copy(t->data, static_cast<size_t>(rows * cols) * 2));
+  m.bf16 = true;
+  for (const Part& part : parts) {
+    FR_ASSIGN_OR_RETURN(const WeightTensor* t, model->files().Get(part.name, {part.rows, cols}));
+    if (cols % 8 != 0) {
+      return Status::InvalidArgument(t->file + ": tensor '" + part.name + "': the CUDA kernels need a width that is a "
+                                     "multiple of 8, got " + std::to_string(cols));
+    }
+    tensors.push_back(t);
+    m.rows += part.rows;
+    m.bf16 = m.bf16 && t->dtype == kernels::DType::kBF16;
+  }
+  if (m.bf16) {
+    std::vector<uint8_t> host(static_cast<size_t>(m.rows * cols) * 2);
+    size_t at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const size_t size = static_cast<size_t>(parts[i].rows * cols) * 2;
+      std::memcpy(&host[at], tensors[i]->data, size);
+      at += size;
+    }
+    FR_ASSIGN_OR_RETURN(m.data, Copy(host.data(), host.size()));
     return m;
   }
-  FR_ASSIGN_OR_RETURN(const int64_t row_bytes, kernels::RowBytes(t->dtype, cols));
-  std::vector<float> f32(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    Status st = kernels::DequantizeRow(t->dtype, t->data + r * row_bytes, cols, &f32[r * cols]);
-    if (!st.ok()) return st.Wrap(t->file + ": tensor '" + name + "'");
+  std::vector<float> f32(static_cast<size_t>(m.rows * cols));
+  float* out = f32.data();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightTensor* t = tensors[i];
+    FR_ASSIGN_OR_RETURN(const int64_t row_bytes, kernels::RowBytes(t->dtype, cols));
+    for (int64_t r = 0; r < parts[i].rows; ++r, out += cols) {
+      Status st = kernels::DequantizeRow(t->dtype, t->data + r * row_bytes, cols, out);
+      if (!st.ok()) return st.Wrap(t->file + ": tensor '" + parts[i].name + "'");
+    }
   }
   FR_ASSIGN_OR_RETURN(m.data, Copy(f32.data(), f32.size() * sizeof(float)));
   return m;
@@ -81,9 +97,10 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const Model& model)
     const std::string p = "model.layers." + std::to_string(l) + ".";
     FR_ASSIGN_OR_RETURN(layer.attn_norm, w->Vector(p + "input_layernorm.weight", hidden));
     FR_ASSIGN_OR_RETURN(layer.ffn_norm, w->Vector(p + "post_attention_layernorm.weight", hidden));
-    FR_ASSIGN_OR_RETURN(layer.q, w->Matrix(p + "self_attn.q_proj.weight", q_dim, hidden));
-    FR_ASSIGN_OR_RETURN(layer.k, w->Matrix(p + "self_attn.k_proj.weight", kv_dim, hidden));
-    FR_ASSIGN_OR_RETURN(layer.v, w->Matrix(p + "self_attn.v_proj.weight", kv_dim, hidden));
+    FR_ASSIGN_OR_RETURN(layer.qkv, w->Stacked({{p + "self_attn.q_proj.weight", q_dim},
+                                               {p + "self_attn.k_proj.weight", kv_dim},
+                                               {p + "self_attn.v_proj.weight", kv_dim}},
+                                              hidden));
     FR_ASSIGN_OR_RETURN(layer.o, w->Matrix(p + "self_attn.o_proj.weight", hidden, q_dim));
     if (o.qkv_bias) {
       FR_ASSIGN_OR_RETURN(layer.q_bias, w->Vector(p + "self_attn.q_proj.bias", q_dim));
@@ -95,8 +112,8 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const Model& model)
       FR_ASSIGN_OR_RETURN(layer.k_norm, w->Vector(p + "self_attn.k_norm.weight", c.head_dim));
     }
     const int64_t width = c.intermediate_size;
-    FR_ASSIGN_OR_RETURN(layer.gate, w->Matrix(p + "mlp.gate_proj.weight", width, hidden));
-    FR_ASSIGN_OR_RETURN(layer.up, w->Matrix(p + "mlp.up_proj.weight", width, hidden));
+    FR_ASSIGN_OR_RETURN(layer.gate_up,
+                        w->Stacked({{p + "mlp.gate_proj.weight", width}, {p + "mlp.up_proj.weight", width}}, hidden));
     FR_ASSIGN_OR_RETURN(layer.down, w->Matrix(p + "mlp.down_proj.weight", hidden, width));
   }
   return w;

@@ -1,7 +1,9 @@
 // DeviceWeights: a dense model's weights copied to the GPU, by the Hugging
 // Face tensor names Model reads (model.cc). bf16 matrices stay bf16; every
 // other type is dequantised to f32 on the host first; norms and biases are
-// f32.
+// f32. A layer's q, k and v projections are stacked into one matrix, and so
+// are gate and up, so each takes one launch (a row's sum does not depend on
+// the other rows of its matrix).
 //
 // Thread safety: immutable after Upload.
 #pragma once
@@ -25,7 +27,9 @@ struct DeviceWeights {
     const float* q_bias = nullptr;  // qkv_bias families
     const float* k_bias = nullptr;
     const float* v_bias = nullptr;
-    DeviceMatrix q, k, v, o, gate, up, down;
+    DeviceMatrix qkv;      // rows: q_dim of q, then kv_dim of k, then kv_dim of v
+    DeviceMatrix gate_up;  // rows: intermediate of gate, then intermediate of up
+    DeviceMatrix o, down;
   };
 
   // Copies `model`'s weights to the current GPU. Unimplemented for what the
@@ -41,7 +45,16 @@ struct DeviceWeights {
   int64_t bytes = 0;  // GPU memory they take
 
  private:
-  Result<DeviceMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols);
+  struct Part {
+    std::string name;
+    int64_t rows;
+  };
+  // The named [rows][cols] tensors one under the other: bf16 when all are
+  // bf16, else f32.
+  Result<DeviceMatrix> Stacked(const std::vector<Part>& parts, int64_t cols);
+  Result<DeviceMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) {
+    return Stacked({{name, rows}}, cols);
+  }
   Result<const float*> Vector(const std::string& name, int64_t n);
   Result<void*> Copy(const void* host, size_t size);
 

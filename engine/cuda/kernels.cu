@@ -49,7 +49,40 @@ __global__ void RmsNormKernel(const float* x, const int64_t* rows, int64_t width
   for (int64_t c = threadIdx.x; c < width; c += kNormThreads) out[i * width + c] = xr[c] * scale * weight[c];
 }
 
-// ---- MatMul ----
+// RmsNormKernel for widths that are a multiple of 4: 16-byte accesses, each
+// thread's squares summed in column order, the threads by a warp butterfly
+// and the 8 warp sums in order.
+__global__ void RmsNormKernel4(const float* x, const int64_t* rows, int64_t width, const float* weight, float eps,
+                               float* out) {
+  const int64_t i = blockIdx.x;
+  const float4* xr = reinterpret_cast<const float4*>(x + (rows ? rows[i] : i) * width);
+  const float4* wr = reinterpret_cast<const float4*>(weight);
+  float4* o = reinterpret_cast<float4*>(out + i * width);
+  const int64_t quads = width / 4;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < quads; c += kNormThreads) {
+    const float4 v = xr[c];
+    ss = __fmaf_rn(v.x, v.x, ss);
+    ss = __fmaf_rn(v.y, v.y, ss);
+    ss = __fmaf_rn(v.z, v.z, ss);
+    ss = __fmaf_rn(v.w, v.w, ss);
+  }
+  ss = WarpSum(ss);
+  __shared__ float warp_sums[kNormThreads / kWarp];
+  if (threadIdx.x % kWarp == 0) warp_sums[threadIdx.x / kWarp] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kNormThreads / kWarp; ++w) total = __fadd_rn(total, warp_sums[w]);
+  const float scale = 1.0f / sqrtf(total / static_cast<float>(width) + eps);
+  for (int64_t c = threadIdx.x; c < quads; c += kNormThreads) {
+    const float4 v = xr[c];
+    const float4 w = wr[c];
+    o[c] = make_float4(v.x * scale * w.x, v.y * scale * w.y, v.z * scale * w.z, v.w * scale * w.w);
+  }
+}
+
+// ---- f32 MatMul (FMA) ----
 
 constexpr int kMatMulWarps = 8;  // output features per block
 constexpr int kRowGroup = 4;     // activation rows sharing one pass over a weight row
@@ -72,16 +105,15 @@ __device__ void LoadEight(const __nv_bfloat16* p, float* out) {
   }
 }
 
-template <typename T>
-__global__ void MatMulKernel(const T* __restrict__ w, const float* __restrict__ x, int64_t n, int64_t rows,
-                             int64_t cols, float* __restrict__ y) {
+__global__ void MatMulKernel(const float* __restrict__ w, const float* __restrict__ x, const float* residual, int64_t n,
+                             int64_t rows, int64_t cols, float* y) {
   const int warp = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kMatMulWarps + warp;
   if (r >= rows) return;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kRowGroup;
   const int64_t group = n - t0 < kRowGroup ? n - t0 : kRowGroup;
-  const T* wr = w + r * cols;
+  const float* wr = w + r * cols;
   float acc[kRowGroup] = {};
   // Unrolled so that several 16-byte weight loads are in flight per lane;
   // the sums keep their order.
@@ -102,8 +134,199 @@ __global__ void MatMulKernel(const T* __restrict__ w, const float* __restrict__ 
   for (int t = 0; t < kRowGroup; ++t) {
     if (t >= group) break;
     const float sum = WarpSum(acc[t]);
-    if (lane == 0) y[(t0 + t) * rows + r] = sum;
+    const int64_t at = (t0 + t) * rows + r;
+    if (lane == 0) y[at] = residual ? __fadd_rn(residual[at], sum) : sum;
   }
+}
+
+// ---- bf16 MatMul on the tensor cores (mma.sync m16n8k16, f32 accumulate) ----
+//
+// The weight matrix is the 16-row operand A, the activations the 8-column
+// operand B, so one token reads the weights once at full width. A row's K is
+// cut into GemmSlices(cols) slices, a function of cols alone; warp s of a
+// block sums slice s of its 16*R output features for 8*T tokens, chunk by
+// chunk of 32 columns in order, and the slices' partial sums are added
+// 0, 1, 2, ... through shared memory. Each f32 activation enters as two bf16
+// terms, hi = bf16(x) and lo = bf16(x - hi) (x to about 2^-17 relative), so
+// the products keep nearly f32 accuracy on bf16 weights. R and T (the tile)
+// follow the launch's row count, but an output element's sequence of mma
+// steps does not: which rows share its tile never enters its sum.
+
+constexpr int kChunkCols = 32;     // columns a warp's mma pair covers: 4 lanes x 8
+constexpr int kSliceCols = 512;    // the K a slice aims at
+constexpr int kMaxSlices = 16;
+
+struct GemmSplit {
+  int slices = 1;
+  int chunks_per_slice = 1;
+};
+
+GemmSplit GemmSlices(int64_t cols) {
+  const int64_t chunks = (cols + kChunkCols - 1) / kChunkCols;
+  int64_t slices = (cols + kSliceCols - 1) / kSliceCols;
+  slices = slices < 1 ? 1 : (slices > kMaxSlices ? kMaxSlices : slices);
+  GemmSplit split;
+  split.chunks_per_slice = static_cast<int>((chunks + slices - 1) / slices);
+  split.slices = static_cast<int>((chunks + split.chunks_per_slice - 1) / split.chunks_per_slice);
+  return split;
+}
+
+__device__ uint32_t PackPair(__nv_bfloat16 first, __nv_bfloat16 second) {
+  // The lower k index sits in the low half, as in memory.
+  return static_cast<uint32_t>(__bfloat16_as_ushort(first)) |
+         (static_cast<uint32_t>(__bfloat16_as_ushort(second)) << 16);
+}
+
+// Splits two consecutive activations into their hi and lo bf16 pairs.
+__device__ void SplitPair(float a, float b, uint32_t* hi, uint32_t* lo) {
+  const __nv_bfloat16 ha = __float2bfloat16_rn(a);
+  const __nv_bfloat16 hb = __float2bfloat16_rn(b);
+  *hi = PackPair(ha, hb);
+  *lo = PackPair(__float2bfloat16_rn(__fsub_rn(a, __bfloat162float(ha))),
+                 __float2bfloat16_rn(__fsub_rn(b, __bfloat162float(hb))));
+}
+
+__device__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Lane (g, q) = (lane / 4, lane % 4) loads columns c + 8q .. c + 8q + 7 of
+// weight rows g and g + 8 and of token g. mma k index 2q + j (j = 0, 1) is
+// column c + 8q + j and k index 2q + 8 + j is column c + 8q + 2 + j, for A
+// and B alike, so the permutation cancels in the sum; the second mma of the
+// pair takes columns c + 8q + 4 .. 7 the same way.
+template <int R, int T>
+__global__ void __launch_bounds__(kMaxSlices * kWarp)
+    MmaMatMulKernel(const __nv_bfloat16* __restrict__ w, const float* __restrict__ x, const float* residual,
+                    int64_t n, int64_t rows, int64_t cols, int chunks_per_slice, float* y) {
+  extern __shared__ float partial[];  // [slice][R][T][4][lane]
+  const int slice = threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const int g = lane / 4;
+  const int q = lane % 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * R;
+  const int64_t tok0 = static_cast<int64_t>(blockIdx.x) * 8 * T;
+  const int64_t slice_begin = static_cast<int64_t>(slice) * chunks_per_slice * kChunkCols;
+  int64_t slice_end = slice_begin + static_cast<int64_t>(chunks_per_slice) * kChunkCols;
+  if (slice_end > cols) slice_end = cols;
+
+  const __nv_bfloat16* wrow[R][2];
+  bool wok[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = row0 + r * 16 + g + 8 * h;
+      wok[r][h] = row < rows;
+      wrow[r][h] = w + (wok[r][h] ? row : 0) * cols + 8 * q;
+    }
+  }
+  const float* xrow[T];
+  bool xok[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const int64_t tok = tok0 + t * 8 + g;
+    xok[t] = tok < n;
+    xrow[t] = x + (xok[t] ? tok : 0) * cols + 8 * q;
+  }
+
+  float acc[R][T][4];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][t][i] = 0.0f;
+
+  // Weights for kAhead chunks are loaded before any is used, so several
+  // 16-byte loads per lane are in flight while the previous chunks multiply.
+  constexpr int kAhead = R == 1 ? 4 : 2;
+  for (int64_t base = slice_begin; base < slice_end; base += kAhead * kChunkCols) {
+    uint4 a[kAhead][R][2];
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t col = base + u * kChunkCols + 8 * q;
+      const bool in = col < slice_end;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          a[u][r][h] = in && wok[r][h] ? *reinterpret_cast<const uint4*>(wrow[r][h] + base + u * kChunkCols)
+                                       : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t chunk = base + u * kChunkCols;
+      if (chunk >= slice_end) break;  // the same for every lane of the warp
+      const bool in = chunk + 8 * q < slice_end;
+#pragma unroll
+      for (int t = 0; t < T; ++t) {
+        float4 x0 = make_float4(0.f, 0.f, 0.f, 0.f), x1 = x0;
+        if (in && xok[t]) {
+          x0 = *reinterpret_cast<const float4*>(xrow[t] + chunk);
+          x1 = *reinterpret_cast<const float4*>(xrow[t] + chunk + 4);
+        }
+        uint32_t hi[4], lo[4];
+        SplitPair(x0.x, x0.y, &hi[0], &lo[0]);
+        SplitPair(x0.z, x0.w, &hi[1], &lo[1]);
+        SplitPair(x1.x, x1.y, &hi[2], &lo[2]);
+        SplitPair(x1.z, x1.w, &hi[3], &lo[3]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint4& w0 = a[u][r][0];
+          const uint4& w8 = a[u][r][1];
+          Mma(acc[r][t], w0.x, w8.x, w0.y, w8.y, hi[0], hi[1]);
+          Mma(acc[r][t], w0.x, w8.x, w0.y, w8.y, lo[0], lo[1]);
+          Mma(acc[r][t], w0.z, w8.z, w0.w, w8.w, hi[2], hi[3]);
+          Mma(acc[r][t], w0.z, w8.z, w0.w, w8.w, lo[2], lo[3]);
+        }
+      }
+    }
+  }
+
+  constexpr int kTile = R * T * 4 * kWarp;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < T; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[slice * kTile + ((r * T + t) * 4 + i) * kWarp + lane] = acc[r][t][i];
+  __syncthreads();
+  const int slices = blockDim.x / kWarp;
+  for (int e = threadIdx.x; e < kTile; e += blockDim.x) {
+    float sum = partial[e];
+    for (int s = 1; s < slices; ++s) sum = __fadd_rn(sum, partial[s * kTile + e]);
+    const int l = e % kWarp;
+    const int i = (e / kWarp) % 4;
+    const int t = (e / (4 * kWarp)) % T;
+    const int r = e / (4 * kWarp * T);
+    const int64_t row = row0 + r * 16 + l / 4 + (i >= 2 ? 8 : 0);
+    const int64_t tok = tok0 + t * 8 + (l % 4) * 2 + (i & 1);
+    if (row < rows && tok < n) {
+      const int64_t at = tok * rows + row;
+      y[at] = residual ? __fadd_rn(residual[at], sum) : sum;
+    }
+  }
+}
+
+template <int R, int T>
+void LaunchMma(const DeviceMatrix& w, const float* x, const float* residual, int64_t n, float* y,
+               cudaStream_t stream) {
+  const GemmSplit split = GemmSlices(w.cols);
+  const size_t shared = static_cast<size_t>(split.slices) * R * T * 4 * kWarp * sizeof(float);
+  static const bool raised = [] {
+    cudaFuncSetAttribute(MmaMatMulKernel<R, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         kMaxSlices * R * T * 4 * kWarp * sizeof(float));
+    return true;
+  }();
+  (void)raised;
+  const int64_t tiles = (w.rows + 16 * R - 1) / (16 * R);
+  const dim3 grid(static_cast<unsigned>((n + 8 * T - 1) / (8 * T)), static_cast<unsigned>(tiles));
+  MmaMatMulKernel<R, T><<<grid, split.slices * kWarp, shared, stream>>>(
+      static_cast<const __nv_bfloat16*>(w.data), x, residual, n, w.rows, w.cols, split.chunks_per_slice, y);
 }
 
 // ---- Q/K/V: bias, per-head norm, RoPE, KV write ----
@@ -115,34 +338,32 @@ __device__ int64_t SlotOffset(const KvView& kv, int64_t row, int64_t kv_head) {
   return ((block * kv.num_kv_heads + kv_head) * kv.block_size + slot) * kv.head_dim;
 }
 
-__global__ void QkvPostKernel(float* q, float* k, float* v, const float* q_bias, const float* k_bias,
-                              const float* v_bias, const float* q_norm, const float* k_norm, float eps,
-                              const float* rope, int64_t heads, KvView kv) {
+__global__ void QkvPostKernel(float* qkv, const float* q_bias, const float* k_bias, const float* v_bias,
+                              const float* q_norm, const float* k_norm, float eps, const float* rope, int64_t heads,
+                              KvView kv) {
   extern __shared__ float buf[];
   const int64_t t = blockIdx.x;
   const int64_t h = blockIdx.y;
   const int64_t hd = kv.head_dim;
   const int64_t kvh = kv.num_kv_heads;
   const int lane = threadIdx.x;
-  float* vec;
   const float* bias;
   const float* norm;
   bool rotate = true;
   int64_t kv_head = -1;
   void* dest = nullptr;
+  // Row t holds its q heads, then its k heads, then its v heads.
+  float* vec = qkv + (t * (heads + 2 * kvh) + h) * hd;
   if (h < heads) {
-    vec = q + (t * heads + h) * hd;
     bias = q_bias ? q_bias + h * hd : nullptr;
     norm = q_norm;
   } else if (h < heads + kvh) {
     kv_head = h - heads;
-    vec = k + (t * kvh + kv_head) * hd;
     bias = k_bias ? k_bias + kv_head * hd : nullptr;
     norm = k_norm;
     dest = kv.keys;
   } else {
     kv_head = h - heads - kvh;
-    vec = v + (t * kvh + kv_head) * hd;
     bias = v_bias ? v_bias + kv_head * hd : nullptr;
     norm = nullptr;
     rotate = false;
@@ -184,13 +405,14 @@ __global__ void QkvPostKernel(float* q, float* k, float* v, const float* q_bias,
 // ---- Attention ----
 
 template <int kHeadDim, typename T>
-__global__ void AttentionKernel(const float* q, int64_t heads, float scale, KvView kv, float* out) {
+__global__ void AttentionKernel(const float* q, int64_t q_stride, int64_t heads, float scale, KvView kv,
+                                float* out) {
   const int64_t t = blockIdx.x;
   const int64_t h = blockIdx.y;
   const int lane = threadIdx.x;
   const int64_t kv_head = h / (heads / kv.num_kv_heads);
   __shared__ float qs[kHeadDim];
-  for (int d = lane; d < kHeadDim; d += kWarp) qs[d] = q[(t * heads + h) * kHeadDim + d];
+  for (int d = lane; d < kHeadDim; d += kWarp) qs[d] = q[t * q_stride + h * kHeadDim + d];
   __syncwarp();
   const T* keys = static_cast<const T*>(kv.keys);
   const T* values = static_cast<const T*>(kv.values);
@@ -204,60 +426,204 @@ __global__ void AttentionKernel(const float* q, int64_t heads, float scale, KvVi
   for (int64_t p = lane; p <= last; p += kWarp) {
     const int64_t block = table[p / kv.block_size];
     const int64_t base = ((block * kv.num_kv_heads + kv_head) * kv.block_size + p % kv.block_size) * kHeadDim;
+    // 16-byte loads; the sum still runs d = 0, 1, 2, ... in order.
     float s = 0.0f;
 #pragma unroll
-    for (int d = 0; d < kHeadDim; ++d) s = __fmaf_rn(qs[d], Load(keys + base + d), s);
+    for (int c = 0; c < kHeadDim; c += 8) {
+      float k8[8];
+      LoadEight(keys + base + c, k8);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s = __fmaf_rn(qs[c + j], k8[j], s);
+    }
     s = __fmul_rn(s, scale);
     const float new_m = fmaxf(m, s);
     const float correction = expf(m - new_m);
     const float weight = expf(s - new_m);
     l = __fadd_rn(__fmul_rn(l, correction), weight);
 #pragma unroll
-    for (int d = 0; d < kHeadDim; ++d) acc[d] = __fmaf_rn(weight, Load(values + base + d), __fmul_rn(acc[d], correction));
-    m = new_m;
-  }
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other_m = __shfl_xor_sync(kFullMask, m, offset);
-    const float other_l = __shfl_xor_sync(kFullMask, l, offset);
-    const float new_m = fmaxf(m, other_m);
-    const float mine = m == -INFINITY ? 0.0f : expf(m - new_m);
-    const float theirs = other_m == -INFINITY ? 0.0f : expf(other_m - new_m);
-    l = __fadd_rn(__fmul_rn(l, mine), __fmul_rn(other_l, theirs));
+    for (int c = 0; c < kHeadDim; c += 8) {
+      float v8[8];
+      LoadEight(values + base + c, v8);
 #pragma unroll
-    for (int d = 0; d < kHeadDim; ++d) {
-      const float other = __shfl_xor_sync(kFullMask, acc[d], offset);
-      acc[d] = __fadd_rn(__fmul_rn(acc[d], mine), __fmul_rn(other, theirs));
+      for (int j = 0; j < 8; ++j) acc[c + j] = __fmaf_rn(weight, v8[j], __fmul_rn(acc[c + j], correction));
     }
     m = new_m;
   }
-  float* o = out + (t * heads + h) * kHeadDim;
+  // The 32 lanes' (max, sum, output) merge through shared memory: each lane
+  // scales by f_j = exp(m_j - M), M the largest m_j, and every output
+  // element and the normaliser sum the lanes in order j = 0 .. 31.
+  __shared__ float lane_acc[kWarp][kHeadDim + 1];  // +1: no bank conflicts
+  __shared__ float lane_l[kWarp], lane_f[kWarp], lane_m[kWarp];
 #pragma unroll
-  for (int d = 0; d < kHeadDim; ++d) {
-    if (d % kWarp == lane) o[d] = __fdiv_rn(acc[d], l);
+  for (int d = 0; d < kHeadDim; ++d) lane_acc[lane][d] = acc[d];
+  lane_l[lane] = l;
+  lane_m[lane] = m;
+  __syncwarp();
+  float big = -INFINITY;
+  for (int j = 0; j < kWarp; ++j) big = fmaxf(big, lane_m[j]);
+  lane_f[lane] = m == -INFINITY ? 0.0f : expf(m - big);
+  __syncwarp();
+  float total = 0.0f;
+  for (int j = 0; j < kWarp; ++j) total = __fmaf_rn(lane_l[j], lane_f[j], total);
+  float* o = out + (t * heads + h) * kHeadDim;
+  for (int d = lane; d < kHeadDim; d += kWarp) {
+    float sum = 0.0f;
+    for (int j = 0; j < kWarp; ++j) sum = __fmaf_rn(lane_acc[j][d], lane_f[j], sum);
+    o[d] = __fdiv_rn(sum, total);
   }
 }
 
 template <int kHeadDim>
-void LaunchAttention(const float* q, int64_t n, int64_t heads, float scale, const KvView& kv, float* out,
-                     cudaStream_t stream) {
+void LaunchAttention(const float* q, int64_t q_stride, int64_t n, int64_t heads, float scale, const KvView& kv,
+                     float* out, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(heads));
   if (kv.bf16) {
-    AttentionKernel<kHeadDim, __nv_bfloat16><<<grid, kWarp, 0, stream>>>(q, heads, scale, kv, out);
+    AttentionKernel<kHeadDim, __nv_bfloat16><<<grid, kWarp, 0, stream>>>(q, q_stride, heads, scale, kv, out);
   } else {
-    AttentionKernel<kHeadDim, float><<<grid, kWarp, 0, stream>>>(q, heads, scale, kv, out);
+    AttentionKernel<kHeadDim, float><<<grid, kWarp, 0, stream>>>(q, q_stride, heads, scale, kv, out);
   }
 }
 
 // ---- Element-wise ----
 
-__global__ void SwiGluKernel(const float* gate, const float* up, int64_t count, float* y) {
+__global__ void SwiGluKernel(const float* gate_up, int64_t count, int64_t width, float* y) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+  if (i >= count) return;
+  const float* row = gate_up + (i / width) * 2 * width;
+  const float gate = row[i % width];
+  y[i] = gate / (1.0f + expf(-gate)) * row[width + i % width];
 }
 
-__global__ void AddKernel(float* x, const float* y, int64_t count) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) x[i] = __fadd_rn(x[i], y[i]);
+// ---- Sampling: the CPU sampler's draw (engine/sampling/sampler.cc) ----
+//
+// Every operation below is one IEEE double rounding, written as an
+// intrinsic so that nvcc fuses nothing, in the order sampler.cc's Exp,
+// Block64, BlockSum, BlockDraw and ArgMax use.
+
+constexpr int kDrawThreads = 1024;
+constexpr int64_t kDrawBlock = 64;
+
+__device__ double ExpNonPositive(double x) {
+  const double kLog2e = 1.4426950408889634074;
+  const double kShift = 0x1.8p52;
+  const double kLn2Hi = 6.93147180369123816490e-01;
+  const double kLn2Lo = 1.90821492927058770002e-10;
+  const double t = __dadd_rn(__dmul_rn(x, kLog2e), kShift);
+  const double kd = __dsub_rn(t, kShift);
+  const double r = __dsub_rn(__dsub_rn(x, __dmul_rn(kd, kLn2Hi)), __dmul_rn(kd, kLn2Lo));
+  const double coefficients[] = {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0,
+                                 1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,     1.0 / 120.0,
+                                 1.0 / 24.0,        1.0 / 6.0,        0.5,             1.0,
+                                 1.0};
+  double p = __dadd_rn(__dmul_rn(r, 1.0 / 6227020800.0), coefficients[0]);
+#pragma unroll
+  for (int i = 1; i < 13; ++i) p = __dadd_rn(__dmul_rn(p, r), coefficients[i]);
+  const unsigned long long k =
+      static_cast<unsigned long long>(__double_as_longlong(t)) - static_cast<unsigned long long>(__double_as_longlong(kShift));
+  if (!(x >= -707.0)) return 0.0;
+  return __longlong_as_double(static_cast<long long>(static_cast<unsigned long long>(__double_as_longlong(p)) + (k << 52)));
+}
+
+__device__ double DrawWeight(const float* x, int64_t i, int64_t vocab, float x_max, double inv_t) {
+  if (i >= vocab) return 0.0;  // the last block's padding
+  return ExpNonPositive(__dmul_rn(__dsub_rn(static_cast<double>(x[i]), static_cast<double>(x_max)), inv_t));
+}
+
+// Block64: lane l of 8 sums ids l, 8 + l, ..., 56 + l pairwise, then the
+// lanes pairwise.
+__device__ double DrawBlock(const float* x, int64_t begin, int64_t vocab, float x_max, double inv_t) {
+  double lane[8];
+#pragma unroll
+  for (int l = 0; l < 8; ++l) {
+    double v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = DrawWeight(x, begin + 8 * j + l, vocab, x_max, inv_t);
+    lane[l] = __dadd_rn(__dadd_rn(__dadd_rn(v[0], v[1]), __dadd_rn(v[2], v[3])),
+                        __dadd_rn(__dadd_rn(v[4], v[5]), __dadd_rn(v[6], v[7])));
+  }
+  return __dadd_rn(__dadd_rn(__dadd_rn(lane[0], lane[1]), __dadd_rn(lane[2], lane[3])),
+                   __dadd_rn(__dadd_rn(lane[4], lane[5]), __dadd_rn(lane[6], lane[7])));
+}
+
+__global__ void __launch_bounds__(kDrawThreads)
+    DrawKernel(const float* logits, int64_t vocab, const DrawParams* params, double* block_sums, DrawResult* out) {
+  const int64_t row = blockIdx.x;
+  const float* x = logits + row * vocab;
+  const DrawParams p = params[row];
+  const int64_t blocks = (vocab + kDrawBlock - 1) / kDrawBlock;
+  double* sums = block_sums + row * blocks;
+  // The argmax, ties to the lower id, NaN never winning, 0 when nothing
+  // beats -inf: each thread keeps its first maximum, then a tree of
+  // (value, id) comparisons.
+  __shared__ float best_value[kDrawThreads];
+  __shared__ int64_t best_id[kDrawThreads];
+  float bv = -INFINITY;
+  int64_t bi = 0;
+  for (int64_t i = threadIdx.x; i < vocab; i += kDrawThreads) {
+    if (x[i] > bv) {
+      bv = x[i];
+      bi = i;
+    }
+  }
+  best_value[threadIdx.x] = bv;
+  best_id[threadIdx.x] = bi;
+  __syncthreads();
+  for (int half = kDrawThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      const float ov = best_value[threadIdx.x + half];
+      const int64_t oi = best_id[threadIdx.x + half];
+      if (ov > best_value[threadIdx.x] || (ov == best_value[threadIdx.x] && oi < best_id[threadIdx.x])) {
+        best_value[threadIdx.x] = ov;
+        best_id[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  const int64_t argmax = best_id[0];
+  const float x_max = x[argmax];
+  for (int64_t b = threadIdx.x; b < blocks; b += kDrawThreads) {
+    sums[b] = DrawBlock(x, b * kDrawBlock, vocab, x_max, p.inv_t);
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  double total = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) total = __dadd_rn(total, sums[b]);
+  int64_t token = argmax;
+  if (!p.greedy) {
+    // BlockDraw: the block where the running sum passes u x total, then its
+    // ids one at a time; should rounding disagree, its last positive id;
+    // past every block, the row's last positive id; with none, the argmax.
+    const double target = __dmul_rn(p.u, total);
+    int64_t found = -1;
+    double cum = 0.0;
+    for (int64_t b = 0; b < blocks && found < 0; ++b) {
+      const double next = __dadd_rn(cum, sums[b]);
+      if (next > target) {
+        const int64_t begin = b * kDrawBlock;
+        const int64_t end = begin + kDrawBlock < vocab ? begin + kDrawBlock : vocab;
+        double c = cum;
+        for (int64_t i = begin; i < end && found < 0; ++i) {
+          c = __dadd_rn(c, DrawWeight(x, i, vocab, x_max, p.inv_t));
+          if (c > target) found = i;
+        }
+        for (int64_t i = end - 1; i >= begin && found < 0; --i) {
+          if (DrawWeight(x, i, vocab, x_max, p.inv_t) > 0) found = i;
+        }
+        break;
+      }
+      cum = next;
+    }
+    for (int64_t i = vocab - 1; i >= 0 && found < 0; --i) {
+      if (DrawWeight(x, i, vocab, x_max, p.inv_t) > 0) found = i;
+    }
+    if (found >= 0) token = found;
+  }
+  DrawResult r;
+  r.token = static_cast<int32_t>(token);
+  r.token_logit = x[token];
+  r.max_logit = x_max;
+  r.weight_sum = total;
+  out[row] = r;
 }
 
 unsigned Blocks(int64_t count, int threads) { return static_cast<unsigned>((count + threads - 1) / threads); }
@@ -278,54 +644,61 @@ void EmbedRows(const DeviceMatrix& table, const int32_t* tokens, int64_t n, floa
 void RmsNormRows(const float* x, const int64_t* rows, int64_t n, int64_t width, const float* weight, float eps,
                  float* out, cudaStream_t stream) {
   if (n == 0) return;
-  RmsNormKernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, rows, width, weight, eps, out);
-}
-
-void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream) {
-  if (n == 0 || w.rows == 0) return;
-  const dim3 grid(Blocks(w.rows, kMatMulWarps), Blocks(n, kRowGroup));
-  const int threads = kMatMulWarps * kWarp;
-  if (w.bf16) {
-    MatMulKernel<<<grid, threads, 0, stream>>>(static_cast<const __nv_bfloat16*>(w.data), x, n, w.rows, w.cols, y);
+  if (width % 4 == 0) {
+    RmsNormKernel4<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, rows, width, weight, eps, out);
   } else {
-    MatMulKernel<<<grid, threads, 0, stream>>>(static_cast<const float*>(w.data), x, n, w.rows, w.cols, y);
+    RmsNormKernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, rows, width, weight, eps, out);
   }
 }
 
-void QkvPost(float* q, float* k, float* v, const float* q_bias, const float* k_bias, const float* v_bias,
-             const float* q_norm, const float* k_norm, float eps, const float* rope, int64_t n, int64_t heads,
-             const KvView& kv, cudaStream_t stream) {
+void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream, const float* residual) {
+  if (n == 0 || w.rows == 0) return;
+  if (w.bf16) {
+    // The tile follows n; the sums do not (see MmaMatMulKernel).
+    if (n <= 8) return LaunchMma<1, 1>(w, x, residual, n, y, stream);
+    if (n <= 16) return LaunchMma<1, 2>(w, x, residual, n, y, stream);
+    return LaunchMma<2, 4>(w, x, residual, n, y, stream);
+  }
+  const dim3 grid(Blocks(w.rows, kMatMulWarps), Blocks(n, kRowGroup));
+  MatMulKernel<<<grid, kMatMulWarps * kWarp, 0, stream>>>(static_cast<const float*>(w.data), x, residual, n, w.rows,
+                                                          w.cols, y);
+}
+
+void QkvPost(float* qkv, const float* q_bias, const float* k_bias, const float* v_bias, const float* q_norm,
+             const float* k_norm, float eps, const float* rope, int64_t n, int64_t heads, const KvView& kv,
+             cudaStream_t stream) {
   if (n == 0) return;
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(heads + 2 * kv.num_kv_heads));
   const size_t shared = static_cast<size_t>(kv.head_dim) * sizeof(float);
-  QkvPostKernel<<<grid, kWarp, shared, stream>>>(q, k, v, q_bias, k_bias, v_bias, q_norm, k_norm, eps, rope, heads,
-                                                 kv);
+  QkvPostKernel<<<grid, kWarp, shared, stream>>>(qkv, q_bias, k_bias, v_bias, q_norm, k_norm, eps, rope, heads, kv);
 }
 
 bool AttentionSupports(int64_t head_dim) {
   return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
 
-void Attention(const float* q, int64_t n, int64_t heads, float scale, const KvView& kv, float* out,
+void Attention(const float* q, int64_t q_stride, int64_t n, int64_t heads, float scale, const KvView& kv, float* out,
                cudaStream_t stream) {
   if (n == 0) return;
   switch (kv.head_dim) {
-    case 16: return LaunchAttention<16>(q, n, heads, scale, kv, out, stream);
-    case 32: return LaunchAttention<32>(q, n, heads, scale, kv, out, stream);
-    case 64: return LaunchAttention<64>(q, n, heads, scale, kv, out, stream);
-    case 128: return LaunchAttention<128>(q, n, heads, scale, kv, out, stream);
+    case 16: return LaunchAttention<16>(q, q_stride, n, heads, scale, kv, out, stream);
+    case 32: return LaunchAttention<32>(q, q_stride, n, heads, scale, kv, out, stream);
+    case 64: return LaunchAttention<64>(q, q_stride, n, heads, scale, kv, out, stream);
+    case 128: return LaunchAttention<128>(q, q_stride, n, heads, scale, kv, out, stream);
     default: return;  // refused when the backend is made (AttentionSupports)
   }
 }
 
-void SwiGlu(const float* gate, const float* up, int64_t count, float* y, cudaStream_t stream) {
-  if (count == 0) return;
-  SwiGluKernel<<<Blocks(count, 256), 256, 0, stream>>>(gate, up, count, y);
+void DrawRows(const float* logits, int64_t n, int64_t vocab, const DrawParams* params, double* block_sums,
+              DrawResult* out, cudaStream_t stream) {
+  if (n == 0) return;
+  DrawKernel<<<static_cast<unsigned>(n), kDrawThreads, 0, stream>>>(logits, vocab, params, block_sums, out);
 }
 
-void AddInPlace(float* x, const float* y, int64_t count, cudaStream_t stream) {
+void SwiGlu(const float* gate_up, int64_t n, int64_t width, float* y, cudaStream_t stream) {
+  const int64_t count = n * width;
   if (count == 0) return;
-  AddKernel<<<Blocks(count, 256), 256, 0, stream>>>(x, y, count);
+  SwiGluKernel<<<Blocks(count, 256), 256, 0, stream>>>(gate_up, count, width, y);
 }
 
 }  // namespace flashroll::engine::cuda

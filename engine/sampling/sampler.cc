@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/sampling/philox.h"
+#include "engine/sampling/sampler_testing.h"
 
 // FR_NO_FP_CONTRACT: the exp below must give the same bits on every path
 // (scalar, SSE2, AVX2, AVX-512), so a * b + c is never fused into one
@@ -591,6 +592,43 @@ SampledToken Sampler::Sample(const float* logits, const SamplingParams& params, 
     out.top.reserve(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) out.top.push_back({IdOf(keys[j]), raw_logprob(IdOf(keys[j]))});
   }
+  return out;
+}
+
+double TEST_SamplerRawWeightSum(const float* logits, int64_t vocab, double inv_t) {
+  std::vector<double> weights(static_cast<size_t>(vocab));
+  ExpPass(logits, vocab, logits[ArgMax(logits, vocab)], inv_t, weights.data());
+  return BlockSum(weights.data(), vocab, 0.0);
+}
+
+bool Sampler::DrawsOnDevice(const SamplingParams& p) {
+  return p.repetition_penalty == 1.0 && p.presence_penalty == 0.0 && p.frequency_penalty == 0.0 && p.top_k <= 0 &&
+         p.top_p >= 1.0 && p.min_p == 0.0 && p.top_logprobs == 0;
+}
+
+DeviceDrawPlan Sampler::PlanDeviceDraw(const SamplingParams& p, uint64_t choice_index, uint64_t token_index) {
+  DeviceDrawPlan plan;
+  plan.greedy = !(p.temperature > 0);
+  if (plan.greedy) return plan;
+  plan.inv_t = 1.0 / p.temperature;
+  plan.u = UniformDouble(p.seed, choice_index, token_index);
+  return plan;
+}
+
+SampledToken Sampler::FinishDeviceDraw(const DeviceDraw& draw, const SamplingParams& p) {
+  // Sample's formulas with its RawPass sum; with no truncation the draw's
+  // total is that same sum and its shift the raw top.
+  const bool greedy = !(p.temperature > 0);
+  const double inv_t = greedy ? 1.0 : 1.0 / p.temperature;
+  const double log_sum = std::log(draw.weight_sum);
+  const double logprob =
+      (static_cast<double>(draw.token_logit) - static_cast<double>(draw.max_logit)) * inv_t - log_sum;
+  SampledToken out;
+  out.token = draw.token;
+  out.logprob = static_cast<float>(logprob);
+  out.processed_logprob = !p.processed_logprobs ? std::numeric_limits<float>::quiet_NaN()
+                          : greedy              ? 0.0f
+                                                : static_cast<float>(logprob);
   return out;
 }
 

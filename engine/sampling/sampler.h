@@ -98,8 +98,32 @@ struct SampledToken {
   std::vector<TokenLogprob> top;
 };
 
+// A draw made on a GPU (engine/cuda's DrawRows) for parameters
+// DrawsOnDevice accepts: the plan goes to the device, the result comes back
+// and FinishDeviceDraw makes of it the SampledToken Sample would return —
+// the device computes the sampler's own argmax, weights, block sums and
+// inverse CDF bit for bit, and the log is taken here, on the host.
+struct DeviceDrawPlan {
+  bool greedy = true;
+  double inv_t = 1.0;  // 1 / temperature; 1 when greedy
+  double u = 0.0;      // UniformDouble(seed, choice_index, token_index); 0 when greedy
+};
+struct DeviceDraw {
+  int32_t token = 0;
+  float token_logit = 0;  // logits[token]
+  float max_logit = 0;    // the row's largest logit
+  double weight_sum = 0;  // the block sum of exp((l - max_logit) x inv_t)
+};
+
 class Sampler {
  public:
+  // Whether a device draw gives what Sample does for `params`: no penalties,
+  // no top-k, top-p or min-p, no top_logprobs.
+  static bool DrawsOnDevice(const SamplingParams& params);
+  static DeviceDrawPlan PlanDeviceDraw(const SamplingParams& params, uint64_t choice_index, uint64_t token_index);
+  // Precondition: DrawsOnDevice(params), and `draw` made by the plan above.
+  static SampledToken FinishDeviceDraw(const DeviceDraw& draw, const SamplingParams& params);
+
   // Precondition: vocab_size > 0.
   explicit Sampler(int64_t vocab_size);
 

@@ -22,8 +22,18 @@
 #include "engine/models/forward_batch.h"
 #include "engine/models/model.h"
 #include "engine/models/paged_kv_storage.h"
+#include "engine/sampling/sampler.h"
 
 namespace flashroll::engine {
+
+// One logit row's draw for Backend::ForwardAndDraw: when on_device, the
+// backend samples the row itself by `plan` (Sampler::PlanDeviceDraw) into
+// `result` and does not copy that row to the host.
+struct RowDraw {
+  bool on_device = false;
+  DeviceDrawPlan plan;
+  DeviceDraw result;
+};
 
 class Backend {
  public:
@@ -41,6 +51,15 @@ class Backend {
   // Runs one batch; logits receives [batch.logit_rows.size()][vocab], routed
   // (when not null) every row's experts as Model::ForwardBatch says.
   virtual Status Forward(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed) = 0;
+  // Whether ForwardAndDraw can sample rows where the logits are.
+  virtual bool DrawsOnDevice() const { return false; }
+  // Forward, but the rows with draws[k].on_device (draws has one entry per
+  // logit row) are sampled on the device and not copied to `logits`.
+  // Precondition: DrawsOnDevice(), or no entry on_device.
+  virtual Status ForwardAndDraw(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed,
+                                std::span<RowDraw> /*draws*/) {
+    return Forward(batch, logits, routed);
+  }
   // Runs later batches on `model` (same shapes; a weight swap). The KV
   // blocks are kept.
   virtual void SetModel(const Model& model) = 0;
@@ -51,9 +70,10 @@ std::unique_ptr<Backend> NewCpuBackend(const Model& model);
 
 // The CUDA backend (engine/cuda/cuda_backend.cc) on `device`: it copies the
 // model's weights to the GPU (bf16 weights stay bf16, other types become
-// f32), keeps the KV blocks there and runs every kernel there; the logits
-// of a step come back to host memory for the sampler. Dense models only so
-// far. FailedPrecondition from CheckDevice, or naming what the model needs
+// f32), keeps the KV blocks there and runs every kernel there; a step's
+// rows are sampled there where their parameters allow (ForwardAndDraw) and
+// the other rows' logits come back to host memory for the sampler. Dense
+// models only so far. FailedPrecondition from CheckDevice, or naming what the model needs
 // that the CUDA kernels lack; a build without CUDA always refuses.
 Result<std::unique_ptr<Backend>> NewCudaBackend(const Model& model, const DeviceSpec& device);
 

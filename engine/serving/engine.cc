@@ -120,6 +120,7 @@ struct Engine::State {
   std::unique_ptr<StepScheduler> scheduler;
   std::unique_ptr<Sampler> sampler;
   std::vector<float> logits;
+  std::vector<RowDraw> draws;  // per logits row: sampled on the device, when the backend can
   ForwardBatch batch;
   KvLayout kv_layout;
   RoutingShape routing;          // empty for a dense model
@@ -201,6 +202,10 @@ struct Engine::State {
     int64_t position;  // -1: sample
   };
   int64_t BuildBatch(const std::vector<StepScheduler::Item>& plan, size_t begin, size_t end, std::vector<LogitsUse>* uses);
+  // Where the row of `use` is sampled: on the device when the backend draws
+  // there, the row samples one token (not scoring, not the first token of
+  // several choices) and its parameters allow (Sampler::DrawsOnDevice).
+  RowDraw PlanDraw(const std::vector<StepScheduler::Item>& plan, const LogitsUse& use) const;
   int64_t reprefill_tokens = 0;
   int64_t RoutedTokens(const Sequence& seq) const {
     return routing.empty() ? 0 : static_cast<int64_t>(seq.routing.size()) / routing.TokenBytes();
@@ -481,6 +486,18 @@ void Engine::State::Fork(Request* req, Sequence* parent, const float* row) {
   }
 }
 
+RowDraw Engine::State::PlanDraw(const std::vector<StepScheduler::Item>& plan, const LogitsUse& use) const {
+  RowDraw d;
+  if (!backend->DrawsOnDevice() || use.position >= 0) return d;
+  const Sequence* seq = plan[use.item].seq;
+  const GenerationRequest& p = static_cast<const Request*>(seq->owner)->params;
+  const int64_t index = static_cast<int64_t>(seq->tokens.size()) - seq->prompt_len;
+  if ((index == 0 && seq->choice == 0 && p.n > 1) || !Sampler::DrawsOnDevice(p.sampling)) return d;
+  d.on_device = true;
+  d.plan = Sampler::PlanDeviceDraw(p.sampling, static_cast<uint64_t>(seq->choice), static_cast<uint64_t>(index));
+  return d;
+}
+
 int64_t Engine::State::BuildBatch(const std::vector<StepScheduler::Item>& plan, size_t begin, size_t end,
                                   std::vector<LogitsUse>* uses) {
   batch.tokens.clear();
@@ -547,9 +564,12 @@ void Engine::State::Step() {
     const size_t first_use = uses.size();
     reprefilled += BuildBatch(plan, begin, end, &uses);
     logits.resize(uses.size() * static_cast<size_t>(vocab));
+    draws.resize(uses.size());
+    for (size_t k = first_use; k < uses.size(); ++k) draws[k] = PlanDraw(plan, uses[k]);
     if (plan[begin].seq->pinned_version >= 0) backend->SetModel(WeightsOf(*plan[begin].seq));
     std::vector<int32_t>* out = routing.empty() ? nullptr : begin == 0 ? &routed : &group_routed;
-    st = backend->Forward(batch, logits.data() + first_use * static_cast<size_t>(vocab), out);
+    st = backend->ForwardAndDraw(batch, logits.data() + first_use * static_cast<size_t>(vocab), out,
+                                 std::span<RowDraw>(draws).subspan(first_use));
     if (out == &group_routed) routed.insert(routed.end(), group_routed.begin(), group_routed.end());
   }
   if (plan.back().seq->pinned_version >= 0) backend->SetModel(*current);  // between steps the backend runs `current`
@@ -586,7 +606,10 @@ void Engine::State::Step() {
     }
     ++sampled;
     const int64_t index = static_cast<int64_t>(seq->tokens.size()) - seq->prompt_len;
-    if (index == 0 && seq->choice == 0) {
+    if (draws[k].on_device) {
+      Append(req, seq, Sampler::FinishDeviceDraw(draws[k].result, req->params.sampling));
+      ++generated;
+    } else if (index == 0 && seq->choice == 0) {
       Fork(req, seq, row);
       generated += req->params.n;
     } else {

@@ -2,8 +2,11 @@
 
   ROOT/v000001/  config.json, generation_config.json, model.safetensors
                  (the engine's layout: the source model's tensor names, shapes
-                 and dtypes) and trainer_state.pt (fp32 master weights,
-                 optimizer state, step, version, RNG states)
+                 and dtypes), trainer_state.pt (fp32 master weights,
+                 optimizer state, step, version, RNG states, the groups
+                 trained into these weights) and trained_groups.json
+                 (those groups, for readers without torch: {"version",
+                 "groups"})
 
 A version is written into ROOT/.v000001.tmp-PID, every file and the
 directory fsync'd, then renamed into place and ROOT fsync'd, so a directory
@@ -11,6 +14,7 @@ named vNNNNNN is complete unless someone else put it there; `latest`
 also checks for the four files. Version directories are named with at
 least six digits (v1000000 follows v999999).
 """
+import json
 import os
 import re
 import shutil
@@ -69,10 +73,11 @@ def _fsync(path):
         os.close(fd)
 
 
-def write(root, version, model, src_dir, trainer_state):
+def write(root, version, model, src_dir, trainer_state, trained_groups=()):
     """Writes checkpoint `version` of `model` (in src_dir's layout) with
-    `trainer_state` (a dict for torch.save) and returns its path relative to
-    root. Refuses a version that already has a directory."""
+    `trainer_state` (a dict for torch.save) and `trained_groups` (the ids of
+    every group trained into these weights) and returns its path relative
+    to root. Refuses a version that already has a directory."""
     name = version_dir(version)
     final = os.path.join(root, name)
     if os.path.exists(final):
@@ -82,7 +87,9 @@ def write(root, version, model, src_dir, trainer_state):
     shutil.rmtree(tmp, ignore_errors=True)
     model_lib.save_checkpoint(model, src_dir, tmp)
     torch.save(trainer_state, os.path.join(tmp, "trainer_state.pt"))
-    for f in FILES:
+    with open(os.path.join(tmp, "trained_groups.json"), "w") as f:
+        json.dump({"version": version, "groups": list(trained_groups)}, f)
+    for f in FILES + ("trained_groups.json",):
         _fsync(os.path.join(tmp, f))
     _fsync(tmp)
     os.rename(tmp, final)

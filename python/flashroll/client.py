@@ -7,10 +7,16 @@ server's error message; the two an RL loop must act on have their own
 types: LeaseExpired (ack 409: drop the batch) and UnknownLease (ack 404).
 QueueClosed is a lease poll's 409: the job has finished.
 
+An ack whose reply never came (the connection dropped, perhaps after the
+job recorded it) is sent again, up to ACK_ATTEMPTS times: acks are
+idempotent, so a retry of one the job recorded is a 200 that changes
+nothing.
+
 Thread safety: one connection per call, so a client may be shared by threads.
 """
 import http.client
 import json
+import time
 import urllib.parse
 
 from flashroll import batch_format
@@ -40,6 +46,10 @@ def _error_message(body):
         return f"{error['code']}: {error['message']}"
     except (ValueError, KeyError, TypeError):
         return body.decode("utf-8", "replace")[:500] or "(no body)"
+
+
+ACK_ATTEMPTS = 5
+ACK_RETRY_SECONDS = 0.5
 
 
 class TrainerClient:
@@ -90,11 +100,24 @@ class TrainerClient:
             raise ApiError("GET /v1/batches", status, _error_message(body))
         return batch_format.decode_binary(body) if format == "binary" else batch_format.decode_json(body)
 
-    def ack(self, lease):
-        """Consumes the lease's groups for good (idempotent). `lease` is a Batch or
-        its id. Returns True; raises LeaseExpired (409) or UnknownLease (404)."""
-        self._lease_call(lease, "ack")
-        return True
+    def ack(self, lease, trained_at_version=None, into_version=None):
+        """Consumes the lease's groups (idempotent). `lease` is a Batch or its
+        id; trained_at_version: the version whose weights computed the loss
+        (the lease's trainer_version); into_version: the version the step
+        will publish (default trained_at_version + 1): the job holds the
+        groups until a version >= it is published. Retried when no reply
+        came (module docstring). Returns True; raises LeaseExpired (409) or
+        UnknownLease (404)."""
+        body = {k: v for k, v in (("trained_at_version", trained_at_version), ("into_version", into_version))
+                if v is not None}
+        for attempt in range(1, ACK_ATTEMPTS + 1):
+            try:
+                self._lease_call(lease, "ack", body or None)
+                return True
+            except ApiError as e:
+                if e.status != 0 or attempt == ACK_ATTEMPTS:
+                    raise
+                time.sleep(ACK_RETRY_SECONDS * attempt)
 
     def renew(self, lease):
         """Keeps a live lease for the job's lease_timeout from now (a step that
@@ -109,10 +132,10 @@ class TrainerClient:
         self._lease_call(lease, "release")
         return True
 
-    def _lease_call(self, lease, verb):
+    def _lease_call(self, lease, verb, request_body=None):
         lease_id = lease if isinstance(lease, str) else lease.lease
         route = f"POST /v1/batches/{lease_id}/{verb}"
-        status, _, body = self._request("POST", f"/v1/batches/{urllib.parse.quote(lease_id)}/{verb}")
+        status, _, body = self._request("POST", f"/v1/batches/{urllib.parse.quote(lease_id)}/{verb}", request_body)
         if status == 409:
             raise LeaseExpired(route, status, _error_message(body))
         if status == 404:
@@ -127,6 +150,15 @@ class TrainerClient:
         status, _, body = self._request("POST", "/v1/weights", {"path": path, "version": version})
         if status != 200:
             raise ApiError("POST /v1/weights", status, _error_message(body))
+        return json.loads(body)
+
+    def weights(self):
+        """The job's last published weights and the lowest version the trainer
+        may publish next (GET /v1/weights): {"version", "path" (None before
+        any), "next_version"}."""
+        status, _, body = self._request("GET", "/v1/weights")
+        if status != 200:
+            raise ApiError("GET /v1/weights", status, _error_message(body))
         return json.loads(body)
 
     def status(self):

@@ -1,11 +1,15 @@
 """A fake of the job's trainer API (docs/TRAINER_API.md) for the trainer loop
 tests: serves given groups (JSON form) under leases, and records acks and
 published weights. TEST_expire_next_ack makes the next ack answer 409, as
-for a lease that expired while the trainer computed.
+for a lease that expired while the trainer computed; TEST_drop_next_ack_reply
+records the next ack and closes the connection without a reply, as a job
+whose answer was lost. `published` is (path, version) of the weights GET
+/v1/weights reports before any is posted (a resumed job's).
 """
 import json
 import struct
 import threading
+import time
 import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,13 +36,18 @@ def encode_frtb(batch_json):
 
 
 class FakeTrainerApi:
-    def __init__(self, groups, token="secret", close_when_empty=True):
+    def __init__(self, groups, token="secret", close_when_empty=True, published=(None, 0), lease_ms=None):
         self.queue = list(groups)  # JSON-form groups, oldest first
         self.token = token
         self.close_when_empty = close_when_empty
         self.leases = {}  # id -> groups
         self.acked = []   # lease ids, in order
         self.weights = []  # (path, version), in order
+        self.published = published
+        self.lease_ms = lease_ms  # leases last this long (None: for ever)
+        self.ack_bodies = []  # each ack's JSON body (None when empty), in order, retries too
+        self.renewed, self.released = [], []  # lease ids, in order
+        self.TEST_drop_next_ack_reply = False
         self.trainer_versions = []  # each lease's trainer_version (None when not given), in order
         self.TEST_expire_next_ack = False
         self.lock = threading.Lock()
@@ -56,6 +65,9 @@ class FakeTrainerApi:
     def __exit__(self, *exc):
         self.server.shutdown()
         self.server.server_close()
+
+    def expires_at_ms(self):
+        return 1 << 41 if self.lease_ms is None else int(time.time() * 1000) + self.lease_ms
 
     def _handler(self):
         api = self
@@ -84,6 +96,10 @@ class FakeTrainerApi:
                 if not self.authorised():
                     return
                 url = urllib.parse.urlsplit(self.path)
+                if url.path == "/v1/weights":
+                    path, version = api.weights[-1] if api.weights else api.published
+                    return self.reply(200, json.dumps({"version": version, "path": path,
+                                                       "next_version": version + 1}).encode())
                 if url.path == "/v1/status":
                     return self.reply(200, json.dumps({"queued": len(api.queue)}).encode())
                 q = dict(urllib.parse.parse_qsl(url.query))
@@ -97,7 +113,7 @@ class FakeTrainerApi:
                     groups, api.queue = api.queue[:n], api.queue[n:]
                     lease = uuid.uuid4().hex
                     api.leases[lease] = groups
-                batch = {"lease": lease, "expires_at_ms": 1 << 41, "groups": groups}
+                batch = {"lease": lease, "expires_at_ms": api.expires_at_ms(), "groups": groups}
                 if q.get("format") == "binary":
                     return self.reply(200, encode_frtb(batch), "application/octet-stream")
                 return self.reply(200, json.dumps(batch).encode())
@@ -107,8 +123,21 @@ class FakeTrainerApi:
                     return
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 parts = self.path.strip("/").split("/")
+                if parts[:2] == ["v1", "batches"] and parts[3:] in (["renew"], ["release"]):
+                    with api.lock:
+                        if parts[2] in api.acked:
+                            return self.error(409, "failed_precondition", f"lease {parts[2]} acknowledged")
+                        if parts[3] == "renew":
+                            api.renewed.append(parts[2])
+                            return self.reply(200, json.dumps({"lease": parts[2], "expires_at_ms": api.expires_at_ms()}).encode())
+                        api.released.append(parts[2])
+                        api.queue = api.leases.pop(parts[2], []) + api.queue
+                    return self.reply(200, json.dumps({"lease": parts[2]}).encode())
                 if parts[:2] == ["v1", "batches"] and parts[3:] == ["ack"]:
                     with api.lock:
+                        api.ack_bodies.append(json.loads(body) if body else None)
+                        if parts[2] in api.acked:
+                            return self.reply(200, json.dumps({"lease": parts[2]}).encode())  # a retry
                         if parts[2] not in api.leases:
                             return self.error(404, "not_found", f"lease {parts[2]} unknown")
                         if api.TEST_expire_next_ack:
@@ -116,6 +145,11 @@ class FakeTrainerApi:
                             api.queue = api.leases.pop(parts[2]) + api.queue
                             return self.error(409, "failed_precondition", f"lease {parts[2]} expired")
                         api.acked.append(parts[2])
+                        if api.TEST_drop_next_ack_reply:
+                            api.TEST_drop_next_ack_reply = False
+                            self.close_connection = True
+                            self.connection.shutdown(2)  # recorded, but no reply
+                            return
                     return self.reply(200, json.dumps({"lease": parts[2]}).encode())
                 if self.path == "/v1/weights":
                     w = json.loads(body)

@@ -1,3 +1,4 @@
+import json
 import os
 
 import pytest
@@ -27,10 +28,11 @@ def test_latest_is_the_highest_complete_version(tmp_path):
 
 def test_write_is_atomic_and_in_the_engine_layout(tmp_path):
     model = load_model(DEFAULT_MODEL)
-    name = checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {"step": 1, "version": 1})
+    name = checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {"step": 1, "version": 1}, [4, 7])
     assert name == "v000001"
     assert sorted(os.listdir(tmp_path)) == ["v000001"]  # the temp directory was renamed
-    assert sorted(os.listdir(tmp_path / name)) == sorted(checkpoints.FILES)
+    assert sorted(os.listdir(tmp_path / name)) == sorted(checkpoints.FILES + ("trained_groups.json",))
+    assert json.load(open(tmp_path / name / "trained_groups.json")) == {"version": 1, "groups": [4, 7]}
     assert safetensors_io.read_header(tmp_path / name / "model.safetensors")[:2] == \
         safetensors_io.read_header(f"{DEFAULT_MODEL}/model.safetensors")[:2]
     assert checkpoints.load_state(tmp_path / name) == {"step": 1, "version": 1}

@@ -2,6 +2,7 @@
 in-process: steps, checkpoints, publishing, resume, dropped leases."""
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -116,21 +117,73 @@ def test_old_checkpoints_are_pruned_after_each_publish(tmp_path, groups):
     assert checkpoints.versions(tmp_path / "ckpt") == [2, 3]
 
 
-def test_resume_continues_from_the_highest_complete_checkpoint(tmp_path, groups, capsys):
+def test_resume_continues_from_the_jobs_last_published_checkpoint(tmp_path, groups, capsys):
     with FakeTrainerApi(groups[:2]) as api:
         assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
     os.makedirs(tmp_path / "ckpt" / ".v000002.tmp-1")  # a crash mid-write leaves this behind
     state = checkpoints.load_state(tmp_path / "ckpt" / "v000001")
-    with FakeTrainerApi(groups[2:6]) as api:
+    with FakeTrainerApi(groups[2:6], published=("v000001", 1)) as api:
         assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 3)) == 0
     assert "resumed from" in capsys.readouterr().err
     assert api.weights == [("v000002", 2), ("v000003", 3)]
     assert [r["step"] for r in read_log(tmp_path)] == [1, 2, 3]
     assert state["step"] == 1 and state["version"] == 1 and set(state) >= {"model", "optimizer", "rng"}
+    # Every checkpoint lists the groups trained into it, resumed ones too.
+    assert json.load(open(tmp_path / "ckpt" / "v000003" / "trained_groups.json")) == {
+        "version": 3, "groups": [0, 1, 2, 3, 4, 5]}
+    assert checkpoints.load_state(tmp_path / "ckpt" / "v000003")["trained_groups"] == [0, 1, 2, 3, 4, 5]
     # At --steps already: nothing leased, nothing published.
-    with FakeTrainerApi(groups[:2]) as api:
+    with FakeTrainerApi(groups[:2], published=("v000003", 3)) as api:
         assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 3)) == 0
     assert api.weights == [] and len(api.queue) == 2
+
+
+def test_a_checkpoint_the_job_never_published_is_not_resumed_from(tmp_path, groups):
+    # v000002 was written, but the trainer died before publishing it: the
+    # job serves its groups (2, 3) again, and the trainer resumes from v1.
+    with FakeTrainerApi(groups[:4]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 2)) == 0
+    with FakeTrainerApi(groups[2:4], published=("v000001", 1)) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 2)) == 0
+    assert api.weights == [("v000003", 3)], "above every version on disk"
+    assert json.load(open(tmp_path / "ckpt" / "v000003" / "trained_groups.json"))["groups"] == [0, 1, 2, 3]
+
+
+def test_each_ack_names_the_version_that_trained_it_and_the_one_it_goes_into(tmp_path, groups):
+    os.makedirs(tmp_path / "ckpt" / "v000004")  # taken: the next version is 5
+    with FakeTrainerApi(groups[:4]) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 2)) == 0
+    assert api.ack_bodies == [{"trained_at_version": 0, "into_version": 5}, {"trained_at_version": 5, "into_version": 6}]
+    assert api.weights == [("v000005", 5), ("v000006", 6)]
+
+
+def test_an_ack_whose_reply_was_lost_is_sent_again(tmp_path, groups):
+    with FakeTrainerApi(groups[:2]) as api:
+        api.TEST_drop_next_ack_reply = True
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
+    assert len(api.ack_bodies) == 2 and len(api.acked) == 1, "recorded once, sent twice"
+    assert api.weights == [("v000001", 1)]
+
+
+def test_a_step_longer_than_the_lease_renews_it(tmp_path, groups, monkeypatch):
+    slow = loop.Trainer._forward_backward
+    def forward_backward(self, pairs):
+        time.sleep(1.0)
+        return slow(self, pairs)
+    monkeypatch.setattr(loop.Trainer, "_forward_backward", forward_backward)
+    with FakeTrainerApi(groups[:2], lease_ms=300) as api:
+        assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
+    assert len(api.renewed) >= 2 and api.weights == [("v000001", 1)]
+
+
+def test_a_step_that_fails_before_its_ack_releases_the_lease(tmp_path, groups, monkeypatch):
+    def broken(self, pairs):
+        raise RuntimeError("out of memory")
+    monkeypatch.setattr(loop.Trainer, "_forward_backward", broken)
+    with FakeTrainerApi(groups[:2]) as api:
+        with pytest.raises(RuntimeError):
+            loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1))
+    assert len(api.released) == 1 and api.acked == [] and len(api.queue) == 2, "the groups are back at once"
 
 
 def test_never_publishes_a_version_already_on_disk(tmp_path, groups):

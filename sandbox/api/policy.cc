@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "sandbox/held_path.h"
+#include "sandbox/image_store.h"
 #include "sandbox/unique_fd.h"
 
 namespace flashroll::sandbox::api {
@@ -32,7 +33,8 @@ std::string ByteText(uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-std::string Known(const std::map<std::string, std::string>& names, std::initializer_list<const char*> builtins) {
+template <typename Value>
+std::string Known(const std::map<std::string, Value>& names, std::initializer_list<const char*> builtins) {
   std::string out;
   for (const char* name : builtins) out += (out.empty() ? "" : ", ") + std::string(name);
   for (const auto& [name, unused] : names) out += (out.empty() ? "" : ", ") + name;
@@ -51,8 +53,9 @@ Status ResolveImage(const NodePolicy& policy, const std::string& image, const st
                                     Known(policy.images, {"host", "busybox"}) + ")");
   }
   spec->image = ImageKind::kDirectory;
-  spec->image_dir = it->second;
+  spec->image_dir = it->second.tree;
   spec->image_ref.clear();
+  ApplyImageDefaults(it->second.defaults, spec);
   return Status::Ok();
 }
 
@@ -205,13 +208,110 @@ std::string CpuText(double cpus) {
   return text;
 }
 
+std::string MsText(std::chrono::milliseconds ms) {
+  const int64_t n = ms.count();
+  if (n != 0 && n % 3'600'000 == 0) return std::to_string(n / 3'600'000) + "h";
+  if (n != 0 && n % 60'000 == 0) return std::to_string(n / 60'000) + "m";
+  if (n != 0 && n % 1000 == 0) return std::to_string(n / 1000) + "s";
+  return std::to_string(n) + "ms";
+}
+
+// A ttl of 0 means "for ever", which a node with a maximum never grants.
+Status AdmitTtl(const NodeLimits& d, const NodeLimits& m, const std::string& field, std::chrono::milliseconds* ttl) {
+  if (ttl->count() == 0) *ttl = d.ttl.count() != 0 ? d.ttl : m.ttl;
+  if (m.ttl.count() != 0 && *ttl > m.ttl) {
+    return Status::PermissionDenied(field + ": " + MsText(*ttl) + " is above this node's maximum of " + MsText(m.ttl));
+  }
+  return Status::Ok();
+}
+
+Status AdmitCpuset(const NodeLimits& d, const NodeLimits& m, const std::string& field, std::string* cpuset) {
+  if (cpuset->empty()) *cpuset = d.cpuset.empty() ? m.cpuset : d.cpuset;
+  if (m.cpuset.empty() || cpuset->empty()) return Status::Ok();
+  Result<std::vector<int>> asked = ParseCpuList(*cpuset);
+  if (!asked.ok()) return asked.status().Wrap(field);
+  FR_ASSIGN_OR_RETURN(std::vector<int> allowed, ParseCpuList(m.cpuset));
+  for (const int cpu : *asked) {
+    if (!std::binary_search(allowed.begin(), allowed.end(), cpu)) {
+      return Status::PermissionDenied(field + ": " + *cpuset + " names CPU " + std::to_string(cpu) +
+                                      ", outside this node's cpuset " + m.cpuset);
+    }
+  }
+  return Status::Ok();
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+Status CheckGrantedImage(const ClientGrant& grant, const std::string& image, const std::string& field) {
+  if (grant.images.empty() || std::find(grant.images.begin(), grant.images.end(), image) != grant.images.end()) {
+    return Status::Ok();
+  }
+  return Status::PermissionDenied(field + ": \"" + image + "\" is not among this token's images (" +
+                                  JoinNames(grant.images) + ")");
+}
+
+// Each rw path (already resolved beneath the root, normal form) must be a
+// granted workspace or inside one.
+Status CheckGrantedWorkspaces(const ClientGrant& grant, const std::string& root, const SandboxSpec& spec,
+                              const std::string& field) {
+  if (grant.workspaces.empty()) return Status::Ok();
+  for (size_t i = 0; i < spec.rw_paths.size(); ++i) {
+    const std::string& path = spec.rw_paths[i];
+    bool inside = false;
+    for (const std::string& workspace : grant.workspaces) {
+      const std::string dir = root + "/" + workspace;
+      inside = inside || path == dir || path.starts_with(dir + "/");
+    }
+    if (!inside) {
+      return Status::PermissionDenied(field + "[" + std::to_string(i) + "]: " + path +
+                                      " is outside this token's workspaces (" + JoinNames(grant.workspaces) +
+                                      " beneath " + root + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, const std::string& path) {
+ClientGrant GrantOf(const std::vector<std::string>& scopes) {
+  ClientGrant grant;
+  for (const std::string& scope : scopes) {
+    if (scope.starts_with(kScopeImagePrefix)) grant.images.push_back(scope.substr(sizeof(kScopeImagePrefix) - 1));
+    if (scope.starts_with(kScopeWorkspacePrefix)) {
+      grant.workspaces.push_back(scope.substr(sizeof(kScopeWorkspacePrefix) - 1));
+    }
+  }
+  return grant;
+}
+
+Status CheckGrantScope(const std::string& scope) {
+  if (scope.starts_with(kScopeImagePrefix)) {
+    const std::string name = scope.substr(sizeof(kScopeImagePrefix) - 1);
+    if (name == "host" || name == "busybox") return Status::Ok();
+    if (Status s = CheckImageName(name); !s.ok()) return s.Wrap("scope \"" + scope + "\"");
+  }
+  if (scope.starts_with(kScopeWorkspacePrefix)) {
+    const std::string name = scope.substr(sizeof(kScopeWorkspacePrefix) - 1);
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+      return Status::InvalidArgument("scope \"" + scope +
+                                     "\": a workspace is one directory name beneath the workspace root");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, const std::string& path,
+                              const ClientGrant& grant) {
   SandboxSpec spec = std::move(request.spec);
+  FR_RETURN_IF_ERROR(CheckGrantedImage(grant, request.image, path + ".image"));
   FR_RETURN_IF_ERROR(ResolveImage(policy, request.image, path + ".image", &spec));
   FR_RETURN_IF_ERROR(ResolveSeccomp(policy, path + ".seccomp", &spec));
   FR_RETURN_IF_ERROR(ResolveRwPaths(policy, path + ".rw_paths", &spec));
+  FR_RETURN_IF_ERROR(CheckGrantedWorkspaces(grant, policy.workspace_root, spec, path + ".rw_paths"));
   const NodeLimits& d = policy.defaults;
   const NodeLimits& m = policy.max;
   FR_RETURN_IF_ERROR(ApplyLimit(&spec.memory_bytes, d.memory_bytes, m.memory_bytes, path + ".memory",
@@ -222,22 +322,12 @@ Result<SandboxSpec> AdmitSpec(const NodePolicy& policy, SpecRequest request, con
       ApplyLimit(&spec.cpus, d.cpus, m.cpus, path + ".cpus", CpuText(spec.cpus), CpuText(m.cpus)));
   FR_RETURN_IF_ERROR(ApplyLimit(&spec.disk_bytes, d.disk_bytes, m.disk_bytes, path + ".disk",
                                 ByteText(spec.disk_bytes), ByteText(m.disk_bytes)));
+  FR_RETURN_IF_ERROR(AdmitTtl(d, m, path + ".ttl", &spec.ttl));
+  FR_RETURN_IF_ERROR(AdmitCpuset(d, m, path + ".cpuset", &spec.cpuset));
   FR_RETURN_IF_ERROR(CheckAllowRules(policy, spec, path + ".allow"));
   if (Status s = ValidateSpec(spec); !s.ok()) return s.Wrap(path);
   return spec;
 }
-
-namespace {
-
-std::string MsText(std::chrono::milliseconds ms) {
-  const int64_t n = ms.count();
-  if (n != 0 && n % 3'600'000 == 0) return std::to_string(n / 3'600'000) + "h";
-  if (n != 0 && n % 60'000 == 0) return std::to_string(n / 60'000) + "m";
-  if (n != 0 && n % 1000 == 0) return std::to_string(n / 1000) + "s";
-  return std::to_string(n) + "ms";
-}
-
-}  // namespace
 
 Result<ExecCall> AdmitExec(const NodePolicy& policy, const JsonView& body) {
   FR_ASSIGN_OR_RETURN(ExecCall call, ExecCallFromJson(body));

@@ -22,7 +22,9 @@ Schema LimitsSchema() {
       .Optional("memory", Schema::ByteSize(4ull << 20))
       .Optional("pids", Schema::Int(1, 1'000'000))
       .Optional("cpus", Schema::Float(0.01, 4096))
-      .Optional("disk", Schema::ByteSize(1ull << 20));
+      .Optional("disk", Schema::ByteSize(1ull << 20))
+      .Optional("ttl", Schema::Duration(1))
+      .Optional("cpuset", Schema::String());
 }
 
 // The node to point at: the key when the file has it, else its section,
@@ -39,7 +41,8 @@ YAML::Node Where(const YAML::Node& root, std::initializer_list<const char*> keys
 NodeLimits ReadLimits(const YAML::Node& map, const NodeLimits& fallback) {
   if (!map.IsDefined() || !map.IsMap()) return fallback;
   return {ReadByteSize(map, "memory", fallback.memory_bytes), ReadInt(map, "pids", fallback.pids),
-          ReadFloat(map, "cpus", fallback.cpus), ReadByteSize(map, "disk", fallback.disk_bytes)};
+          ReadFloat(map, "cpus", fallback.cpus),     ReadByteSize(map, "disk", fallback.disk_bytes),
+          ReadDuration(map, "ttl", fallback.ttl),     ReadString(map, "cpuset", fallback.cpuset)};
 }
 
 bool IsLoopback(const std::string& host) {
@@ -71,6 +74,15 @@ Result<std::map<std::string, std::string>> LoadSeccompProfiles(const std::string
   return profiles;
 }
 
+// Whether every CPU of `cpuset` is in `max` (both valid; empty `max`: any
+// CPU, empty `cpuset`: max's).
+bool CpusetWithin(const std::string& cpuset, const std::string& max) {
+  if (max.empty() || cpuset.empty()) return true;
+  const std::vector<int> asked = ParseCpuList(cpuset).value();
+  const std::vector<int> allowed = ParseCpuList(max).value();
+  return std::includes(allowed.begin(), allowed.end(), asked.begin(), asked.end());
+}
+
 }  // namespace
 
 std::vector<std::string> AllScopes() { return {kScopeCreate, kScopeExec, kScopeFiles, kScopeAdmin}; }
@@ -100,7 +112,7 @@ Schema SandboxdConfigSchema() {
       .Required("tokens", Schema::List(Schema::Map()
                                            .Required("name", Schema::String())
                                            .Required("file", Schema::String())
-                                           .Required("scopes", Schema::List(Schema::Enum(AllScopes()), 1)),
+                                           .Required("scopes", Schema::List(Schema::String(), 1)),
                                        1))
       .Optional("tls", Schema::Map().Required("cert", Schema::String()).Required("key", Schema::String()));
 }
@@ -157,6 +169,21 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
       return file.ErrorAt(root["images"][i], "images[" + std::to_string(i) + "]", s.message());
     }
   }
+  // A route scope, or a grant that confines creates (policy.h).
+  for (size_t i = 0; i < c.tokens.size(); ++i) {
+    for (size_t k = 0; k < c.tokens[i].scopes.size(); ++k) {
+      const std::string& scope = c.tokens[i].scopes[k];
+      const std::vector<std::string> routes = AllScopes();
+      const bool route = std::find(routes.begin(), routes.end(), scope) != routes.end();
+      const bool granting = scope.starts_with(kScopeImagePrefix) || scope.starts_with(kScopeWorkspacePrefix);
+      const std::string where = "tokens[" + std::to_string(i) + "].scopes[" + std::to_string(k) + "]";
+      if (!route && !granting) {
+        return file.ErrorAt(tokens[i]["scopes"][k], where,
+                            "\"" + scope + "\" is not one of create, exec, files, admin, image:NAME, workspace:NAME");
+      }
+      if (Status s = CheckGrantScope(scope); !s.ok()) return file.ErrorAt(tokens[i]["scopes"][k], where, s.message());
+    }
+  }
   for (size_t i = 0; i < c.tokens.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (c.tokens[j].name == c.tokens[i].name) {
@@ -165,12 +192,23 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
       }
     }
   }
+  for (const char* which : {"default", "max"}) {
+    const std::string& cpuset = std::string(which) == "default" ? c.defaults.cpuset : c.max.cpuset;
+    if (cpuset.empty()) continue;
+    if (Status s = ParseCpuList(cpuset).status(); !s.ok()) {
+      return file.ErrorAt(Where(root, {"limits", which, "cpuset"}), std::string("limits.") + which + ".cpuset",
+                          s.message());
+    }
+  }
   // A default above its maximum would make every request without limits
   // a 403.
-  const std::pair<const char*, bool> above[] = {{"memory", c.defaults.memory_bytes > c.max.memory_bytes},
-                                                {"pids", c.defaults.pids > c.max.pids},
-                                                {"cpus", c.defaults.cpus > c.max.cpus},
-                                                {"disk", c.defaults.disk_bytes > c.max.disk_bytes}};
+  const std::pair<const char*, bool> above[] = {
+      {"memory", c.defaults.memory_bytes > c.max.memory_bytes},
+      {"pids", c.defaults.pids > c.max.pids},
+      {"cpus", c.defaults.cpus > c.max.cpus},
+      {"disk", c.defaults.disk_bytes > c.max.disk_bytes},
+      {"ttl", c.max.ttl.count() != 0 && c.defaults.ttl > c.max.ttl},
+      {"cpuset", !CpusetWithin(c.defaults.cpuset, c.max.cpuset)}};
   for (const auto& [key, is_above] : above) {
     if (is_above) {
       return file.ErrorAt(Where(root, {"limits", "default", key}), std::string("limits.default.") + key,
@@ -197,9 +235,12 @@ Result<NodePolicy> LoadNodePolicy(const SandboxdConfig& config) {
   policy.max_allow_rules = config.max_allow_rules;
   policy.allow_host_egress = config.allow_host_egress;
   for (size_t i = 0; i < config.images.size(); ++i) {
+    const std::string where = "images[" + std::to_string(i) + "]";
     auto tree = StoredImage(config.image_store, config.images[i]);
-    if (!tree.ok()) return tree.status().Wrap("images[" + std::to_string(i) + "]");
-    policy.images[config.images[i]] = *tree;
+    if (!tree.ok()) return tree.status().Wrap(where);
+    auto defaults = StoredImageDefaults(config.image_store, config.images[i]);
+    if (!defaults.ok()) return defaults.status().Wrap(where);
+    policy.images[config.images[i]] = {*tree, *defaults};
   }
   if (!config.workspace_root.empty()) {
     std::unique_ptr<char, decltype(&::free)> real(::realpath(config.workspace_root.c_str(), nullptr), &::free);

@@ -8,10 +8,10 @@
 //   images: [python]             # served besides the built-ins host, busybox
 //   workspace_root: /srv/ws      # rw_paths only beneath it; absent: none
 //   seccomp_profiles: /etc/flashroll/seccomp   # NAME.json is profile NAME
-//   limits: {default: {memory, pids, cpus, disk}, max: {...}}
+//   limits: {default: {memory, pids, cpus, disk, ttl, cpuset}, max: {...}}
 //   exec: {timeout: {default: 10m, max: 1h}, max_output: {default: 16M, max: 16M}}
 //   egress: {max_rules: 64, allow_host: false}
-//   tokens: [{name, file, scopes: [create, exec, files, admin]}]
+//   tokens: [{name, file, scopes: [create, exec, files, admin, image:NAME, workspace:NAME]}]
 //   tls: {cert: FILE, key: FILE}
 //   warm_pool: 0, netns_pool: 8, allow_unenforced_limits: false
 //

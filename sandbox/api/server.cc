@@ -136,7 +136,8 @@ void SandboxServer::AddRoutes() {
       [directory, metrics, policy](const HttpRequest& request) -> Result<Json> {
         return Counted(*metrics, ApiOp::kCreate, [&]() -> Result<Json> {
           FR_ASSIGN_OR_RETURN(SpecRequest asked, SpecRequestFromJson(request.Body()));
-          FR_ASSIGN_OR_RETURN(SandboxSpec spec, AdmitSpec(*policy, std::move(asked), request.Body().path()));
+          const ClientGrant grant = request.every_scope ? ClientGrant{} : GrantOf(request.scopes);
+          FR_ASSIGN_OR_RETURN(SandboxSpec spec, AdmitSpec(*policy, std::move(asked), request.Body().path(), grant));
           const std::string key =
               request.Header("Idempotency-Key").value_or(request.Query("client_key").value_or(""));
           FR_ASSIGN_OR_RETURN(std::string id, directory->Create(request.client, spec, SpecDigest(request.json), key));

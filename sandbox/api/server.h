@@ -15,7 +15,9 @@
 // client, whatever its scopes, answers 404 for it. A token with admin may
 // list every sandbox (GET /v1/sandboxes, with owners) and delete any, but
 // drives none it does not own (exec, files, signal, events). Idempotency
-// keys are per client; one reused with a different spec is 409. GET
+// keys are per client; one reused with a different spec is 409. Scopes
+// image:NAME and workspace:NAME confine a token's creates (ClientGrant,
+// policy.h); a token holding every scope (the bare bearer_token) is not. GET
 // /health needs no token.
 //
 // Against clients without a token (common/http.h): tokens and scopes are

@@ -71,7 +71,8 @@ Result<SpecRequest> SpecRequestFromJson(const JsonView& body) {
   SandboxSpec& spec = request.spec;
   if (body.value().is_null()) return request;
   FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"image", "net", "allow", "memory", "pids", "cpus", "cpuset", "disk",
-                                          "rw_paths", "hostname", "env", "ttl", "seccomp", "user", "group"}));
+                                          "rw_paths", "hostname", "env", "ttl", "seccomp", "user", "group",
+                                          "workdir"}));
   FR_ASSIGN_OR_RETURN(request.image, body.GetString("image", request.image));
   FR_ASSIGN_OR_RETURN(std::string net, body.GetString("net", "none"));
   auto mode = ParseNetMode(net);
@@ -97,6 +98,8 @@ Result<SpecRequest> SpecRequestFromJson(const JsonView& body) {
   FR_ASSIGN_OR_RETURN(spec.seccomp, body.GetString("seccomp", spec.seccomp));
   FR_ASSIGN_OR_RETURN(spec.user, UserField(body, "user"));
   FR_ASSIGN_OR_RETURN(spec.group, UserField(body, "group"));
+  FR_ASSIGN_OR_RETURN(spec.workdir, body.GetString("workdir", ""));
+  if (Status s = CheckWorkdir(body.path() + ".workdir", spec.workdir); !s.ok()) return s;
   return request;
 }
 
@@ -139,6 +142,7 @@ Json SpecToJson(const SandboxSpec& spec) {
   out["seccomp"] = spec.seccomp;
   if (!spec.user.empty()) out["user"] = spec.user;
   if (!spec.group.empty()) out["group"] = spec.group;
+  if (!spec.workdir.empty()) out["workdir"] = spec.workdir;
   return out;
 }
 
@@ -149,8 +153,11 @@ Result<ExecCall> ExecCallFromJson(const JsonView& body) {
   FR_ASSIGN_OR_RETURN(call.argv, body.GetStringArray("cmd"));
   if (call.argv.empty()) return Status::InvalidArgument(body.path() + ".cmd: must not be empty");
   FR_ASSIGN_OR_RETURN(call.env, StringArrayField(body, "env"));
-  FR_ASSIGN_OR_RETURN(call.cwd, body.GetString("cwd", "/"));
-  if (call.cwd.empty() || call.cwd[0] != '/') {
+  // Absent: the sandbox's workdir (an OCI image's WorkingDir), else "/".
+  if (body.Has("cwd")) {
+    FR_ASSIGN_OR_RETURN(call.cwd, body.GetString("cwd"));
+  }
+  if (body.Has("cwd") && (call.cwd.empty() || call.cwd[0] != '/')) {
     return Status::InvalidArgument(body.path() + ".cwd: must be an absolute path, got \"" + call.cwd + "\"");
   }
   FR_ASSIGN_OR_RETURN(call.user, UserField(body, "user"));
@@ -162,7 +169,8 @@ Result<ExecCall> ExecCallFromJson(const JsonView& body) {
 }
 
 Json ExecCallToJson(const ExecCall& call) {
-  Json out = {{"cmd", call.argv}, {"cwd", call.cwd}, {"max_output_bytes", call.max_output_bytes}};
+  Json out = {{"cmd", call.argv}, {"max_output_bytes", call.max_output_bytes}};
+  if (!call.cwd.empty()) out["cwd"] = call.cwd;
   if (!call.env.empty()) out["env"] = call.env;
   if (!call.user.empty()) out["user"] = call.user;
   if (!call.group.empty()) out["group"] = call.group;

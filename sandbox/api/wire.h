@@ -8,10 +8,13 @@
 // and disk (bytes as a number or "256M"), pids, cpus, cpuset, rw_paths,
 // hostname, env (["K=V", ...]), ttl (milliseconds as a number or "10s"),
 // seccomp ("default", a profile file or, on the node API, a profile name),
-// user and group (every exec's default user: a name or a number).
+// user and group (every exec's default user: a name or a number; where
+// neither is given, an OCI image's config User), workdir (every exec's
+// default cwd, absolute; where not given, an OCI image's WorkingDir).
 // A memory, pids, cpus or disk of 0 is the same as none given.
 //
-// Exec request fields: cmd (required, non-empty string array), env, cwd,
+// Exec request fields: cmd (required, non-empty string array), env, cwd
+// (absolute; absent: the sandbox's workdir, else "/"),
 // user and group (a name or a number; ExecRequest::user), timeout (as ttl),
 // max_output_bytes.
 //
@@ -65,7 +68,7 @@ Json SpecToJson(const SandboxSpec& spec);
 struct ExecCall {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // empty: the sandbox's default environment
-  std::string cwd = "/";
+  std::string cwd;               // empty: the sandbox's default (ExecRequest::cwd)
   std::string user;   // empty: the sandbox's default (ExecRequest::user)
   std::string group;
   std::chrono::milliseconds timeout{0};  // 0: none

@@ -630,5 +630,46 @@ TEST_F(StoreTest, ASlotKeepsOneFinishedAttemptAndTrainedIsRecordedOnce) {
       << "nothing written";
 }
 
+// Version 4: an ack is recorded at once, made trained only by a durable
+// version at or above the one it goes into, and cleared when no durable
+// checkpoint holds it (its groups are served again).
+TEST_F(StoreTest, AnAckIsRecordedAtOnceAndForgottenUnlessAVersionHoldingItIsDurable) {
+  const int64_t task = MakeTask();
+  std::vector<int64_t> ids;
+  for (int group = 1; group <= 3; ++group) {
+    NewSample row = NewSampleOf(task, 75);
+    row.group_id = group;
+    row.slot = 0;
+    const int64_t id = *InsertSample(*db_, row);
+    ASSERT_TRUE(StartSample(*db_, id).ok());
+    ASSERT_TRUE(CompleteSample(*db_, Outcome(id, SampleStatus::kCompleted, 1.0), {}).ok());
+    ids.push_back(id);
+  }
+  EXPECT_EQ(RecordAcked(*db_, std::vector<int64_t>{ids[0]}, 2, 2).code(), Code::kInvalidArgument)
+      << "an update goes into a later version";
+  ASSERT_TRUE(RecordAcked(*db_, std::vector<int64_t>{ids[0]}, 0, 1).ok());
+  ASSERT_TRUE(RecordAcked(*db_, std::vector<int64_t>{ids[1], ids[2]}, 1, 3).ok());
+  EXPECT_EQ(QueryText(*db_, "SELECT group_concat(acked_into_version) FROM samples"), "1,3,3");
+  auto up_to_2 = AckedUpTo(*db_, job_id_, 2);
+  ASSERT_TRUE(up_to_2.ok());
+  ASSERT_EQ(up_to_2->size(), 1u);
+  EXPECT_EQ((*up_to_2)[0].sample_id, ids[0]);
+  EXPECT_EQ((*up_to_2)[0].at_version, 0);
+  ASSERT_TRUE(RecordTrained(*db_, std::vector<TrainedSample>{{ids[0], {}}}, 0).ok());
+  EXPECT_TRUE(AckedUpTo(*db_, job_id_, 5)->size() == 2u) << "a trained sample is acked no more";
+  auto forgotten = ForgetUndurableAcks(*db_, job_id_, 2);
+  ASSERT_TRUE(forgotten.ok()) << forgotten.status().ToString();
+  EXPECT_EQ(*forgotten, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(QueryText(*db_, "SELECT group_concat(coalesce(acked_into_version, 'x')) FROM samples"), "1,x,x");
+  EXPECT_TRUE(ForgetUndurableAcks(*db_, job_id_, 0)->empty()) << "a trained sample's ack stays";
+  EXPECT_FALSE(LatestWeightVersion(*db_, job_id_)->has_value());
+  ASSERT_TRUE(RecordWeightVersion(*db_, job_id_, 4, "v000004").ok());
+  ASSERT_TRUE(RecordWeightVersion(*db_, job_id_, 2, "v000002").ok());
+  auto latest = LatestWeightVersion(*db_, job_id_);
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  EXPECT_EQ((*latest)->version, 4);
+  EXPECT_EQ((*latest)->path, "v000004");
+}
+
 }  // namespace
 }  // namespace flashroll::store

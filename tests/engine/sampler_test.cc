@@ -223,6 +223,58 @@ TEST(SamplerValidation, ErrorsNameTheFieldAndValue) {
 
 // ---- logprobs --------------------------------------------------------------
 
+// The device draw (engine/cuda) computes only the plain sampler: each
+// parameter that needs more keeps its rows on the host sampler, and a plan
+// carries Sample's own uniform draw.
+TEST(SamplerDeviceDraw, OnlyPlainParametersDrawOnTheDevice) {
+  SamplingParams plain;
+  plain.temperature = 0.8;
+  plain.processed_logprobs = true;
+  EXPECT_TRUE(Sampler::DrawsOnDevice(plain));
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  EXPECT_TRUE(Sampler::DrawsOnDevice(greedy));
+  const auto refused = [&](auto change) {
+    SamplingParams p = plain;
+    change(p);
+    return !Sampler::DrawsOnDevice(p);
+  };
+  EXPECT_TRUE(refused([](SamplingParams& p) { p.repetition_penalty = 1.1; }));
+  EXPECT_TRUE(refused([](SamplingParams& p) { p.presence_penalty = 0.5; }));
+  EXPECT_TRUE(refused([](SamplingParams& p) { p.frequency_penalty = -0.5; }));
+  EXPECT_TRUE(refused([](SamplingParams& p) { p.top_k = 40; }));
+  EXPECT_TRUE(refused([](SamplingParams& p) { p.top_p = 0.9; }));
+  EXPECT_TRUE(refused([](SamplingParams& p) { p.min_p = 0.05; }));
+  EXPECT_TRUE(refused([](SamplingParams& p) { p.top_logprobs = 1; }));
+  plain.seed = 99;
+  const DeviceDrawPlan plan = Sampler::PlanDeviceDraw(plain, 2, 7);
+  EXPECT_FALSE(plan.greedy);
+  EXPECT_EQ(plan.inv_t, 1.0 / 0.8);
+  EXPECT_EQ(plan.u, UniformDouble(99, 2, 7));
+  EXPECT_TRUE(Sampler::PlanDeviceDraw(greedy, 2, 7).greedy);
+}
+
+// FinishDeviceDraw turns what the device sums (the token's logit, the row's
+// top, the sum of the weights; here summed plainly in double, so the
+// logprob agrees to rounding, not bitwise: cuda_draw_test checks the bits)
+// into Sample's token, logprob and processed logprob.
+TEST(SamplerDeviceDraw, FinishedGreedyDrawKeepsTheTokenAndItsLogprob) {
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.5f};
+  Sampler sampler(static_cast<int64_t>(logits.size()));
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.processed_logprobs = true;
+  const SampledToken want = sampler.Sample(logits.data(), greedy, {}, {}, 0, 0);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - 2.0);
+  const SampledToken got = Sampler::FinishDeviceDraw({1, 2.0f, 2.0f, sum}, greedy);
+  EXPECT_EQ(got.token, want.token);
+  EXPECT_NEAR(got.logprob, want.logprob, 1e-7);
+  EXPECT_EQ(got.processed_logprob, 0.0f);
+  greedy.processed_logprobs = false;
+  EXPECT_TRUE(std::isnan(Sampler::FinishDeviceDraw({1, 2.0f, 2.0f, sum}, greedy).processed_logprob));
+}
+
 TEST(Sampler, GreedyTakesTheArgmaxTiesToTheLowerId) {
   const std::vector<float> logits = {1.0f, 5.0f, 5.0f, 2.0f, kNegInf};
   Sampler sampler(5);

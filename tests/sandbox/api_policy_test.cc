@@ -46,7 +46,8 @@ class ApiPolicyTest : public SandboxFixture {
                            {"create-only", "create-token", {kScopeCreate}},
                            {"exec-only", "exec-token", {kScopeExec}},
                            {"files-only", "files-token", {kScopeFiles}},
-                           {"admin-only", "admin-token", {kScopeAdmin}}};
+                           {"admin-only", "admin-token", {kScopeAdmin}},
+                           {"job1-busybox", "job1-token", {kScopeCreate, kScopeExec, "image:busybox", "workspace:job1"}}};
     server_ = std::make_unique<SandboxServer>(manager_.get(), policy_, options);
     ASSERT_TRUE(server_->Start().ok());
   }
@@ -195,7 +196,7 @@ TEST_F(ApiPolicyTest, AnImportedImageIsServedByName) {
   ASSERT_TRUE(ImportImage(dir_ + "/store", kBusyboxImageDir, "bb").ok());
   auto tree = StoredImage(dir_ + "/store", "bb");
   ASSERT_TRUE(tree.ok()) << tree.status().ToString();
-  policy_.images["bb"] = *tree;
+  policy_.images["bb"] = {*tree, {}};
   StartServer();
   const std::string id = Create(R"({"image": "bb"})");
   ASSERT_FALSE(id.empty());
@@ -203,6 +204,42 @@ TEST_F(ApiPolicyTest, AnImportedImageIsServedByName) {
   const ExecResult result = Exec(id, "test -e /usr/bin/python3 || echo only-busybox");
   EXPECT_EQ(result.stdout_data, "only-busybox\n") << result.stderr_data;
   ASSERT_TRUE(manager_->Destroy(Internal(id)).ok());
+}
+
+// A token whose scopes name an image and a workspace (issue 27 item 2)
+// gets 403 for any other, and nothing is created; with them it works.
+TEST_F(ApiPolicyTest, ATokenForOneImageAndWorkspaceGetsNoOther) {
+  fs::create_directories(dir_ + "/ws/job2");
+  fs::create_directories(dir_ + "/ws/job10");
+  StartServer();
+  auto post = [&](const std::string& body) {
+    auto reply = Client("job1-token").Send(HttpMethod::kPost, "/v1/sandboxes", body, "application/json");
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    return reply.ok() ? *reply : HttpResponse{};
+  };
+  const std::string ws = dir_ + "/ws";
+  struct Refused {
+    std::string body;
+    std::string field;
+  };
+  for (const Refused& r : std::vector<Refused>{
+           {R"({"image": "host"})", "body.image"},
+           {R"({})", "body.image"},  // the default image is host
+           {R"({"image": "busybox", "rw_paths": [")" + ws + R"(/job2"]})", "body.rw_paths[0]"},
+           {R"({"image": "busybox", "rw_paths": [")" + ws + R"(/job10"]})", "body.rw_paths[0]"},
+           {R"({"image": "busybox", "rw_paths": [")" + ws + R"(/job1/../job2"]})", "body.rw_paths[0]"}}) {
+    const HttpResponse reply = post(r.body);
+    EXPECT_EQ(reply.status, 403) << r.body << ": " << reply.body;
+    EXPECT_EQ(StatusFromHttpReply(reply.status, reply.body).message().rfind(r.field + ": ", 0), 0u) << reply.body;
+  }
+  EXPECT_TRUE(manager_->List().empty());
+  const HttpResponse ok = post(R"({"image": "busybox", "rw_paths": [")" + ws + R"(/job1"]})");
+  EXPECT_EQ(ok.status, 201) << ok.body;
+  EXPECT_EQ(manager_->List().size(), 1u);
+  // The all-scopes token is not confined.
+  const std::string id = Create(R"({"image": "host", "rw_paths": [")" + ws + R"(/job2"]})");
+  EXPECT_FALSE(id.empty());
+  for (const std::string& sandbox : manager_->List()) ASSERT_TRUE(manager_->Destroy(sandbox).ok());
 }
 
 TEST_F(ApiPolicyTest, EachRouteNeedsItsScope) {

@@ -146,7 +146,7 @@ Result<ExecCall> Call(const std::string& text) {
 TEST(ApiWireMutantsTest, ExecCallEdges) {
   auto minimal = Call(R"({"cmd": ["true"]})");
   ASSERT_TRUE(minimal.ok()) << minimal.status().ToString();
-  EXPECT_EQ(minimal->cwd, "/");
+  EXPECT_EQ(minimal->cwd, "");  // the sandbox's workdir, else "/"
   EXPECT_EQ(minimal->timeout.count(), 0);
   EXPECT_EQ(minimal->max_output_bytes, ExecCall().max_output_bytes);
   EXPECT_TRUE(minimal->env.empty());
@@ -167,7 +167,9 @@ TEST(ApiWireMutantsTest, ExecCallEdges) {
   Json j = ExecCallToJson(call);
   EXPECT_FALSE(j.contains("env"));
   EXPECT_FALSE(j.contains("timeout"));
-  EXPECT_EQ(j["cwd"], "/");
+  EXPECT_FALSE(j.contains("cwd"));
+  call.cwd = "/work";
+  EXPECT_EQ(ExecCallToJson(call)["cwd"], "/work");
   call.timeout = std::chrono::milliseconds(1);
   call.env = {"X=y"};
   j = ExecCallToJson(call);

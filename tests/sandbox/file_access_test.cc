@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -251,6 +252,66 @@ TEST_F(FileAccessTest, FilesWorkWhileFrozen) {
   EXPECT_TRUE(manager_->PutFile(id, "/tmp/cold", "ice").ok());
   EXPECT_EQ(Contents(manager_->GetFile(id, "/tmp/cold")), "ice");
   ASSERT_TRUE(manager_->Thaw(id).ok());
+}
+
+// This process's children that have exited and not been waited for.
+int ZombieChildren() {
+  int zombies = 0;
+  const std::string self = std::to_string(::getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream status(entry.path() / "status");
+    std::string line, state, ppid;
+    while (std::getline(status, line)) {
+      if (line.rfind("State:", 0) == 0) state = line.substr(6);
+      if (line.rfind("PPid:", 0) == 0) ppid = line.substr(5);
+    }
+    const size_t at = ppid.find_first_not_of(" \t");
+    if (at != std::string::npos && ppid.substr(at) == self && state.find('Z') != std::string::npos) ++zombies;
+  }
+  return zombies;
+}
+
+// Each file operation's helper process is waited for through its pidfd:
+// none is left behind as a zombie of the manager.
+TEST_F(FileAccessTest, EveryHelperIsReaped) {
+  const std::string id = CreateOrDie();
+  const int before = ZombieChildren();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(manager_->PutFile(id, "/tmp/f" + std::to_string(i), "x").ok());
+    EXPECT_EQ(Contents(manager_->GetFile(id, "/tmp/f" + std::to_string(i))), "x");
+  }
+  EXPECT_EQ(ZombieChildren(), before);
+}
+
+// A read that fails after its open (a process's /proc/PID/syscall, which
+// the helper may open as the process's owner but not read: that needs
+// ptrace access) is reported at once, naming the call, not retried until
+// the file timeout.
+TEST_F(FileAccessTest, AFailedReadIsReportedNamingIt) {
+  const std::string id = CreateOrDie();
+  ExecResult sleeper = Sh(id, "sleep 30 >/dev/null 2>&1 & echo $!");
+  ASSERT_EQ(sleeper.exit_code, 0) << sleeper.stderr_data;
+  while (!sleeper.stdout_data.empty() && sleeper.stdout_data.back() == '\n') sleeper.stdout_data.pop_back();
+  const auto start = Clock::now();
+  auto read = manager_->GetFile(id, "/proc/" + sleeper.stdout_data + "/syscall");
+  ASSERT_FALSE(read.ok()) << "read " << read->size() << " bytes";
+  EXPECT_NE(read.status().message().find(": read /proc/" + sleeper.stdout_data + "/syscall: "), std::string::npos)
+      << read.status().ToString();
+  EXPECT_LT(Clock::now() - start, seconds(2));
+}
+
+// The target is the init's root, opened once: an init that is gone (here a
+// pid no process has) is an error naming what was opened, not a target
+// without a root.
+TEST(FileTargetTest, AnInitWithoutARootIsAnError) {
+  UniqueFd self(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+  ASSERT_TRUE(self.valid());
+  auto target = OpenFileTarget(999'999'999, self.get(), UsernsMode::kMapped);
+  ASSERT_FALSE(target.ok());
+  EXPECT_NE(target.status().message().find("open /proc/999999999/root"), std::string::npos)
+      << target.status().ToString();
 }
 
 TEST_F(FileAccessTest, APathWithANulIsRefused) {

@@ -74,6 +74,24 @@ TEST_F(HeldBindTest, ASymlinkOnTheWayOfAnRwPathIsRefused) {
   EXPECT_TRUE(manager_->List().empty());
 }
 
+// `--rw /a//b/` names the directory /a/b: it is bound there (the plan makes
+// one directory per component; "a/" was one, and mkdirat failed on it).
+TEST_F(HeldBindTest, AnRwPathWithDoubledOrTrailingSlashesIsBoundAtItsNormalForm) {
+  const std::string path = dir_ + "/ws/a/work";
+  const std::string doubled = dir_ + "//ws/a//work/";
+  auto held = HoldHostPath(doubled);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  EXPECT_EQ((*held)->path, path);
+  SandboxSpec spec;
+  spec.rw_paths = {doubled};
+  const std::string id = CreateOrDie(spec);
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(Run(id, {"/bin/cat", path + "/marker"}).stdout_data, "inside");
+  EXPECT_EQ(Sh(id, "echo written > " + path + "/out").exit_code, 0);
+  EXPECT_EQ(ReadHostFile(dir_ + "/ws/a/work/out"), "written\n");
+  ASSERT_TRUE(manager_->Destroy(id).ok());
+}
+
 // "/." passes every check on the string but names the host root.
 TEST_F(HeldBindTest, TheHostRootUnderAnotherNameIsRefused) {
   for (const char* root : {"/.", "//", "/./"}) {
@@ -99,6 +117,28 @@ TEST_F(HeldBindTest, AHeldDescriptorForAnotherPathIsRefused) {
   auto id = manager_->Create(spec);
   ASSERT_FALSE(id.ok());
   EXPECT_EQ(id.status().code(), Code::kInternal) << id.status().ToString();
+  EXPECT_TRUE(manager_->List().empty());
+}
+
+// The child checks what got mounted against the recorded device and
+// inode, whichever way the bind was made: a held path whose descriptor is
+// another directory than the one recorded fails the create in the child.
+TEST_F(HeldBindTest, AMountThatIsNotTheRecordedInodeFailsInTheChild) {
+  auto checked = HoldHostPath(dir_ + "/ws/a/work");
+  auto other = HoldHostPath(dir_ + "/host/work");
+  ASSERT_TRUE(checked.ok() && other.ok());
+  auto forged = std::make_shared<HeldPath>();
+  forged->path = (*checked)->path;
+  forged->fd = UniqueFd(::dup((*other)->fd.get()));  // the descriptor of another directory
+  forged->dev = (*checked)->dev;
+  forged->ino = (*checked)->ino;
+  forged->mode = (*checked)->mode;
+  SandboxSpec spec;
+  spec.rw_paths = {forged->path};
+  spec.rw_held = {forged};
+  auto id = manager_->Create(spec);
+  ASSERT_FALSE(id.ok()) << "bound " << dir_ << "/host/work at " << forged->path;
+  EXPECT_NE(id.status().message().find("not the checked inode"), std::string::npos) << id.status().ToString();
   EXPECT_TRUE(manager_->List().empty());
 }
 

@@ -519,6 +519,52 @@ TEST_F(NetPolicyTest, SandboxesDoNotSeeEachOthersRules) {
   close(lb);
 }
 
+// The rule map is shared by every sandbox (issue 27 item 3): an attacker's
+// sandbox asking for as many rules as the map holds (131,072: two entries
+// each) is refused, and a sandbox made after it still gets its policy.
+TEST_F(NetPolicyTest, OneSandboxCannotFillTheSharedRuleMap) {
+  TestCgroup attacker_cg(root_), victim_cg(root_);
+  ASSERT_TRUE(attacker_cg.created() && victim_cg.created());
+  NetPolicy flood;
+  flood.allow_loopback = false;
+  for (uint32_t i = 0; i < 131072; ++i) {
+    AllowRule rule;
+    rule.family = AF_INET;
+    rule.prefix_len = 32;
+    rule.port = 443;
+    const uint32_t address = htonl((10u << 24) | i);
+    std::memcpy(rule.address, &address, 4);
+    rule.text = "flood";
+    flood.allow.push_back(rule);
+  }
+  Result<NetPolicyAttachment> attacker = manager_->Attach(attacker_cg.path(), flood);
+  // Held to the end when it got in (without the bound), as an attacker would.
+  NetPolicyAttachment held;
+  if (attacker.ok()) {
+    ADD_FAILURE() << "131072 rules were accepted";
+    held = std::move(attacker).value();
+  } else {
+    EXPECT_EQ(attacker.status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(attacker.status().message().rfind("allow: 131072 rules, more than the 1024", 0), 0u)
+        << attacker.status().ToString();
+    flood.allow.resize(kMaxRulesPerSandbox);
+    held = MustAttach(attacker_cg, flood);
+    EXPECT_TRUE(held.attached());
+  }
+
+  uint16_t port = 0;
+  int listener = BindSocket(SOCK_STREAM, "127.0.0.1", &port);
+  ASSERT_GE(listener, 0);
+  NetPolicy victim;
+  victim.allow_loopback = false;
+  victim.allow = {Rule("127.0.0.1:" + std::to_string(port))};
+  NetPolicyAttachment attachment = MustAttach(victim_cg, victim);
+  ASSERT_TRUE(attachment.attached());
+  EXPECT_EQ(InCgroup(victim_cg.path(), [&] { return Check("victim connect", ConnectErrno("127.0.0.1", port), 0); }),
+            "");
+  close(listener);
+}
+
 TEST_F(NetPolicyTest, DetachRemovesLinksAndMapEntries) {
   uint16_t port = 0;
   int listener = BindSocket(SOCK_STREAM, "127.0.0.1", &port);

@@ -121,10 +121,13 @@ class LayoutBuilder {
 
   // Writes the config, the manifest, index.json and oci-layout; returns the
   // manifest digest's hex. The config carries a nonce so that every layout
-  // (and so every cache entry) of a test run is new.
-  std::string Write(const std::vector<Layer>& layers) {
+  // (and so every cache entry) of a test run is new, and `run_config` (an
+  // object: User, WorkingDir, ...) as its "config" unless it is null.
+  std::string Write(const std::vector<Layer>& layers, const Json& run_config = Json()) {
     std::random_device rd;
-    const std::string config = R"({"architecture":"amd64","os":"linux","nonce":")" + std::to_string(rd()) + "\"}";
+    Json config_doc = {{"architecture", "amd64"}, {"os", "linux"}, {"nonce", std::to_string(rd())}};
+    if (!run_config.is_null()) config_doc["config"] = run_config;
+    const std::string config = config_doc.dump();
     Json manifest = {{"schemaVersion", 2},
                      {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
                      {"config", Descriptor("application/vnd.oci.image.config.v1+json", config)},

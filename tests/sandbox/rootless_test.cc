@@ -141,14 +141,16 @@ TEST(SandboxRootlessTest, NobodyGetsAUserNamespaceSandboxWithoutLimitsOnlyWhenAl
 // A rootless manager may not clone a mount tree, so its child reopens an rw
 // path in its own mount namespace (following no symlink) and binds it only
 // when it is the inode the manager held: a directory replaced after the
-// check fails the create instead of binding the replacement.
+// check fails the create instead of binding the replacement. The reopen is
+// O_PATH: a FIFO is bound too, where a plain open would wait for a writer.
 TEST(SandboxRootlessTest, AnRwPathReplacedAfterTheCheckIsNotBound) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
   char dir[] = "/tmp/flashroll-rootless-rw-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string base = dir;
   const std::string work = base + "/work";
-  ASSERT_EQ(mkdir(work.c_str(), 0755), 0);
+  // Writable but not listable by its owner: binding needs no read access.
+  ASSERT_EQ(mkdir(work.c_str(), 0300), 0);
   ASSERT_EQ(chown(base.c_str(), kNobody, kNobody), 0);
   ASSERT_EQ(chown(work.c_str(), kNobody, kNobody), 0);
   std::string output;
@@ -186,13 +188,22 @@ TEST(SandboxRootlessTest, AnRwPathReplacedAfterTheCheckIsNotBound) {
                      ? "refused\n"
                      : "create: " + replaced.status().ToString() + "\n");
         if (replaced.ok()) (void)(*manager)->Destroy(*replaced);
+        // A FIFO as the rw path: reopened O_PATH it is bound at once; a
+        // plain open would wait for a writer for ever.
+        const std::string fifo = base + "/pipe";
+        if (mkfifo(fifo.c_str(), 0600) != 0) return 4;
+        SandboxSpec piped;
+        piped.rw_paths = {fifo};
+        auto with_fifo = (*manager)->Create(piped);
+        Say(out, with_fifo.ok() ? "fifo bound\n" : "fifo: " + with_fifo.status().ToString() + "\n");
+        if (with_fifo.ok()) (void)(*manager)->Destroy(*with_fifo);
         return 0;
       },
       &output);
   std::filesystem::remove_all(base);
   if (rc == kSkip) GTEST_SKIP() << "the kernel forbids unprivileged user namespaces";
   ASSERT_EQ(rc, 0) << output;
-  EXPECT_EQ(output, "bound\nrefused\n");
+  EXPECT_EQ(output, "bound\nrefused\nfifo bound\n");
 }
 
 }  // namespace

@@ -93,6 +93,14 @@ TEST(SandboxdConfigTest, ErrorsNameFileLineAndKey) {
   ExpectError("kind: sandboxd\ntokens:\n  - {name: a, file: /t, scopes: [root]}\n",
               "node.yaml:3: tokens[0].scopes[0]");
   ExpectError("kind: sandboxd\ntokens:\n  - {name: a, file: /t, scopes: []}\n", "tokens[0].scopes");
+  ExpectError("kind: sandboxd\ntokens:\n  - {name: a, file: /t, scopes: [create, image:../etc]}\n",
+              "node.yaml:3: tokens[0].scopes[1]: scope \"image:../etc\": image name '../etc'");
+  ExpectError("kind: sandboxd\ntokens:\n  - {name: a, file: /t, scopes: [create, workspace:a/b]}\n",
+              "node.yaml:3: tokens[0].scopes[1]: scope \"workspace:a/b\": a workspace is one directory name");
+  ExpectError(std::string(kMinimal) + "limits: {max: {cpuset: 3-1}}\n", "limits.max.cpuset: cpuset '3-1'");
+  ExpectError(std::string(kMinimal) + "limits: {max: {cpuset: 0-1}, default: {cpuset: 2}}\n",
+              "limits.default.cpuset: is above limits.max.cpuset");
+  ExpectError(std::string(kMinimal) + "limits: {max: {ttl: 30m}}\n", "limits.default.ttl: is above limits.max.ttl");
   ExpectError(std::string(kMinimal) + "images: [ok, ../etc]\n",
               "node.yaml:4: images[1]: image name '../etc': may hold only letters");
   ExpectError(std::string(kMinimal) + "images: [busybox]\n", "images[0]: image name 'busybox': is a built-in image");
@@ -179,7 +187,7 @@ TEST_F(SandboxdLoadTest, ImagesMustBeInTheStore) {
   config_.images = {"python"};
   auto policy = LoadNodePolicy(config_);
   ASSERT_TRUE(policy.ok()) << policy.status().ToString();
-  EXPECT_EQ(policy->images.at("python"), dir_ + "/store/python");
+  EXPECT_EQ(policy->images.at("python").tree, dir_ + "/store/python");
   config_.images = {"python", "node"};
   policy = LoadNodePolicy(config_);
   EXPECT_EQ(policy.status().code(), Code::kNotFound);

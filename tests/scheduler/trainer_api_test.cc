@@ -52,6 +52,11 @@ class TrainerApiTest : public ::testing::Test {
       return weights_reply_;
     };
     options.status = [this] { return Json{{"step", 7}, {"queued", queue_->Stats().queued}}; };
+    options.on_trained = [this](int64_t at, int64_t into, const std::vector<int64_t>& samples) {
+      std::lock_guard<std::mutex> lock(mu_);
+      trained_.push_back({at, into, static_cast<int64_t>(samples.size())});
+      return trained_reply_;
+    };
     return options;
   }
 
@@ -100,7 +105,61 @@ class TrainerApiTest : public ::testing::Test {
   std::mutex mu_;
   std::vector<std::pair<std::string, int64_t>> weights_;  // guarded by mu_
   Status weights_reply_;                                  // guarded by mu_
+  std::vector<Ids> trained_;                              // {at, into, samples} per on_trained; guarded by mu_
+  Status trained_reply_;                                  // guarded by mu_
 };
+
+// An ack names the version that trained it and the one it goes into; the
+// job records it at once (a failed record fails the ack, and its retry
+// records it), and the queue holds the groups until a version at or above
+// that one is published. When the trainer dies, the groups no published
+// version holds are queued again, its live leases released, and a version
+// it may have written refused.
+TEST_F(TrainerApiTest, AnAckedGroupIsHeldUntilItsVersionIsPublishedAndReturnedWhenTheTrainerDies) {
+  for (int64_t g : {1, 2, 3}) ASSERT_TRUE(queue_->Add(MakeGroup(g)).ok());
+  const BatchLease a = LeaseOverHttp("timeout=0&max_groups=1&trainer_version=0");
+  const std::string ack_a = "/v1/batches/" + a.id + "/ack";
+  EXPECT_EQ(Post(ack_a, R"({"trained_at_version": 3})").status, 400) << "the lease's mask was computed at 0";
+  EXPECT_EQ(Post(ack_a, R"({"into_version": 0})").status, 400);
+  EXPECT_EQ(Post(ack_a, R"({"into": 2})").status, 400) << "an unknown field";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    trained_reply_ = Status::Unavailable("store busy");
+  }
+  EXPECT_EQ(Post(ack_a, R"({"trained_at_version": 0, "into_version": 2})").status, 503);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    trained_reply_ = Status::Ok();
+  }
+  EXPECT_EQ(Post(ack_a, R"({"trained_at_version": 0, "into_version": 2})").status, 200) << "the retry records it";
+  EXPECT_EQ(Post(ack_a, "").status, 200) << "and a second retry records nothing";
+  const BatchLease b = LeaseOverHttp("timeout=0&max_groups=1&trainer_version=0");
+  EXPECT_EQ(Post("/v1/batches/" + b.id + "/ack", "").status, 200);  // into 0 + 1
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(trained_, (std::vector<Ids>{{0, 2, 2}, {0, 2, 2}, {0, 1, 2}}));
+  }
+  EXPECT_EQ(queue_->Stats().consumed, 2) << "the staleness gate moves at the ack";
+  EXPECT_EQ(queue_->Stats().undurable, 2);
+  EXPECT_EQ(Post("/v1/weights", R"({"path": "v1", "version": 1})").status, 200);
+  EXPECT_EQ(queue_->Stats().undurable, 1) << "group 1 goes into version 2, not published yet";
+
+  const BatchLease c = LeaseOverHttp("timeout=0&max_groups=1&trainer_version=1");
+  EXPECT_EQ(GroupIds(c.groups), Ids{3});
+  const ReturnedGroups returned = api_->ReturnUndurable(/*on_disk=*/2);
+  EXPECT_EQ(returned.durable_version, 1);
+  EXPECT_EQ(returned.groups, Ids{1});
+  EXPECT_EQ(returned.released_leases, 1);
+  EXPECT_EQ(queue_->Stats().consumed, 1);
+  HttpResponse weights = Get("/v1/weights");
+  EXPECT_EQ(weights.status, 200);
+  EXPECT_EQ(*ParseJson(weights.body), (Json{{"version", 1}, {"path", "v1"}, {"next_version", 3}}));
+  HttpResponse stale = Post("/v1/weights", R"({"path": "v2", "version": 2})");
+  EXPECT_EQ(stale.status, 409) << "the dead trainer may have written version 2";
+  EXPECT_NE(stale.body.find("written before the trainer last started"), std::string::npos) << stale.body;
+  EXPECT_EQ(Post("/v1/weights", R"({"path": "v3", "version": 3})").status, 200);
+  EXPECT_EQ(GroupIds(LeaseOverHttp("timeout=0&max_groups=10").groups), (Ids{1, 3})) << "in their first places";
+}
 
 TEST_F(TrainerApiTest, EveryRouteRequiresTheToken) {
   ASSERT_TRUE(queue_->Add(MakeGroup(1)).ok());

@@ -363,6 +363,146 @@ TEST_F(TrainingJobTest, AResumedJobDoesNotServeAgainTheGroupsAPublishedCheckpoin
   EXPECT_GT(n, 0) << "the resumed job served the groups not trained yet";
 }
 
+// A test double of a trainer. First start: leases two groups holding
+// version 0, acks them (into version 1), writes their ids and dies (exit 1)
+// before any checkpoint holds them. Restarted by the job: leases what the
+// job serves until nothing comes for 3 s or the queue closes, writing each
+// group id, acks it, then publishes version 1 (a copy of the model) and exits 0.
+constexpr char kDyingAfterAckTrainer[] = R"PY(
+import json, os, shutil, sys, urllib.error, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+here = os.path.dirname(root)
+def call(path, body=None):
+    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r) if r.status == 200 else None
+if not os.path.exists(os.path.join(here, "first.txt")):
+    batch = call("/v1/batches?min_groups=2&max_groups=2&timeout=60&trainer_version=0")
+    call("/v1/batches/%s/ack" % batch["lease"], {"trained_at_version": 0, "into_version": 1})
+    with open(os.path.join(here, "first.txt"), "w") as out:
+        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+    sys.exit(1)
+with open(os.path.join(here, "second.txt"), "w") as out:
+    while True:
+        try:
+            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
+        except urllib.error.HTTPError:
+            break  # 409: the queue closed
+        if batch is None:
+            break
+        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+        call("/v1/batches/%s/ack" % batch["lease"], {})
+os.makedirs(os.path.join(root, "v000001"))
+for f in ("config.json", "model.safetensors"):
+    shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
+call("/v1/weights", {"path": "v000001", "version": 1})
+)PY";
+
+std::set<int64_t> ReadIds(const std::string& path) {
+  std::set<int64_t> ids;
+  std::istringstream in(ReadAll(path));
+  for (int64_t id = 0; in >> id;) ids.insert(id);
+  return ids;
+}
+
+// A trainer that dies between an ack and the publish of the checkpoint
+// holding that update: its successor resumes without it, so the job serves
+// those groups again (the old job counted them consumed for good: lost).
+TEST_F(TrainingJobTest, AGroupAckedByATrainerThatDiedBeforeItsCheckpointIsServedAgain) {
+  std::ofstream(dir_ + "/dying.py") << kDyingAfterAckTrainer;
+  const JobConfig config =
+      Load(WriteConfig("dying", "  command: [/usr/bin/python3, " + dir_ + "/dying.py]\n  restarts: 1\n"));
+  auto summary = RunRlJob(config, {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/dying-trainer.log");
+  EXPECT_EQ(summary->trainer_restarts, 1);
+  const std::set<int64_t> first = ReadIds(dir_ + "/first.txt"), second = ReadIds(dir_ + "/second.txt");
+  ASSERT_EQ(first.size(), 2u) << ReadAll(dir_ + "/dying-trainer.log");
+  for (int64_t group : first) EXPECT_EQ(second.count(group), 1u) << "group " << group << " lost with the dead trainer";
+  // Version 1 holds what the second trainer acked: exactly those groups are recorded trained.
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  auto stmt = (*db)->Prepare("SELECT DISTINCT group_id FROM samples WHERE trained_at_version = 0");
+  ASSERT_TRUE(stmt.ok());
+  std::set<int64_t> trained;
+  while (*stmt->Step()) trained.insert(stmt->ColumnInt64(0));
+  EXPECT_EQ(trained, second);
+}
+
+// A test double of a trainer. First run: leases two groups, acks them,
+// writes checkpoint v000001 but never publishes it, marks that in
+// written.txt and waits to be killed with the job. Resumed: writes what GET
+// /v1/weights says, leases what the job serves until nothing comes for 3 s
+// or the queue closes, writing each group id, and exits 0.
+constexpr char kUnpublishedCheckpointTrainer[] = R"PY(
+import json, os, shutil, sys, time, urllib.error, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+here = os.path.dirname(root)
+def call(path, body=None):
+    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r) if r.status == 200 else None
+if not os.path.exists(os.path.join(here, "first.txt")):
+    batch = call("/v1/batches?min_groups=2&max_groups=2&timeout=60&trainer_version=0")
+    call("/v1/batches/%s/ack" % batch["lease"], {})
+    with open(os.path.join(here, "first.txt"), "w") as out:
+        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+    os.makedirs(os.path.join(root, "v000001"))
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
+    open(os.path.join(here, "written.txt"), "w").close()
+    time.sleep(600)
+try:
+    weights = call("/v1/weights")
+except urllib.error.HTTPError as e:
+    weights = {"error": e.code}
+with open(os.path.join(here, "weights.json"), "w") as out:
+    json.dump(weights, out)
+with open(os.path.join(here, "second.txt"), "w") as out:
+    while True:
+        try:
+            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
+        except urllib.error.HTTPError:
+            break  # 409: the queue closed
+        if batch is None:
+            break
+        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+        call("/v1/batches/%s/ack" % batch["lease"], {})
+)PY";
+
+// The job is killed after an ack whose checkpoint was written but never
+// published: resumed, it serves on the last published weights (here the
+// initial ones), tells the trainer so and to number above the checkpoint
+// on disk, and serves those groups again. The old job resumed on the
+// highest checkpoint on disk, unpublished, whose groups it served again.
+TEST_F(TrainingJobTest, AJobKilledBeforeAWrittenCheckpointWasPublishedResumesOnThePublishedWeights) {
+  std::ofstream(dir_ + "/unpublished.py") << kUnpublishedCheckpointTrainer;
+  const std::string config_path =
+      WriteConfig("unpublished", "  command: [/usr/bin/python3, " + dir_ + "/unpublished.py]\n  restarts: 0\n");
+  const pid_t child = scheduler_test::StartRunQuietly(config_path);
+  ASSERT_GT(child, 0);
+  for (int i = 0; i < 2400 && !std::filesystem::exists(dir_ + "/written.txt"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/written.txt")) << ReadAll(dir_ + "/unpublished-trainer.log");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the orphaned trainer got SIGTERM
+  RlJobOptions options;
+  options.resume = "unpublished";
+  auto resumed = RunRlJob(Load(config_path), options);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().ToString() << ReadAll(dir_ + "/unpublished-trainer.log");
+  EXPECT_EQ(resumed->weight_version, 0) << "v000001 was never published";
+  const nlohmann::json weights = nlohmann::json::parse(ReadAll(dir_ + "/weights.json"));
+  EXPECT_EQ(weights, nlohmann::json::parse(R"({"version": 0, "path": null, "next_version": 2})")) << weights.dump();
+  const std::set<int64_t> first = ReadIds(dir_ + "/first.txt"), second = ReadIds(dir_ + "/second.txt");
+  ASSERT_EQ(first.size(), 2u);
+  for (int64_t group : first) EXPECT_EQ(second.count(group), 1u) << "group " << group << " not served again";
+}
+
 // A test double of a trainer that trains nothing: it polls until the queue
 // closes (409), then exits 0.
 constexpr char kDrainingTrainer[] = R"PY(

@@ -1,6 +1,12 @@
 """The loop every trainer shares: lease groups, compute the objective's loss
 and gradients, ack, step, checkpoint, publish, log.
 
+At start the trainer asks the job which version it last published (GET
+/v1/weights) and resumes from that checkpoint: a checkpoint on disk beyond
+it was never published, so the job serves again the groups its step
+trained. Its next version is above every version the engine served and
+every checkpoint on disk (the job's next_version, and the directories).
+
 Per step:
   1. lease --groups-per-step groups (long poll; a timeout polls again, a
      closed queue ends the run with exit status 0), saying which version
@@ -11,12 +17,27 @@ Per step:
   2. forward and backward in micro-batches of at most --micro-batch-tokens
      padded tokens, gradients summed (each micro-batch's loss is divided by
      the whole step's denominator);
-  3. ack the lease; if it expired meanwhile its groups belong to another
-     lease: the gradients are dropped and no step is taken;
+     while they run, the lease is renewed whenever half of it has passed,
+     so a step longer than the job's lease_timeout keeps its groups;
+  3. ack the lease, saying the version whose weights computed the loss
+     (trained_at_version) and the version this step will publish
+     (into_version): the job records it at once and holds the groups until
+     that version is published; if the lease expired meanwhile its groups
+     belong to another lease: the gradients are dropped and no step is
+     taken. A step that ends before its ack (an error, SIGTERM) releases
+     the lease;
   4. clip the gradient norm, AdamW step;
-  5. write checkpoint version v (checkpoints.py) and POST /v1/weights with
-     its path relative to --checkpoint-root;
+  5. write checkpoint version v (checkpoints.py; its trainer_state.pt and
+     trained_groups.json list every group trained into these weights) and
+     POST /v1/weights with its path relative to --checkpoint-root: this
+     makes the step durable, and the job records its groups trained;
   6. one JSON line to --log, one short line to stderr.
+
+Test hook: with FLASHROLL_TEST_HOLD_DIR=DIR set and a file DIR/hold present,
+the trainer stops inside the window between ack and publish (after the ack
+on even steps, after the checkpoint is written on odd ones), writes DIR/held
+("PID STEP acked|written") and waits until DIR/held is removed: a crash test
+kills the job or the trainer there (tests/scheduler/training_crash_test.cc).
 
 An objective, built from the parsed flags (setting up e.g. a reference
 model or a teacher), supplies what differs between trainers:
@@ -33,7 +54,9 @@ import copy
 import json
 import os
 import random
+import signal
 import sys
+import threading
 import time
 from collections import defaultdict
 
@@ -163,23 +186,29 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
         self.max_tokens = args.max_tokens or self.model.config.max_position_embeddings
         self.step, self.version = 0, 0
+        self.trained_groups = []  # every group trained into the current weights, in order
         # The weights of version - 1 (the last step's starting point), for
         # the mismatch of a batch sampled one version behind; None until a
         # step has been taken in this process.
         self.previous = None
-        found = checkpoints.latest(args.checkpoint_root)
-        if found:
-            self._restore(*found)
-        # Never publish a version at or below one already on disk.
-        self.next_version = max(checkpoints.versions(args.checkpoint_root) + [self.version]) + 1
+        # The last published checkpoint is the durable one: resume there.
+        published = self.client.weights()
+        if published["path"] is not None:
+            self._restore(published["version"], os.path.join(args.checkpoint_root, published["path"]))
+        # Never publish a version at or below one already on disk or served.
+        self.next_version = max(checkpoints.versions(args.checkpoint_root) + [self.version, published["next_version"] - 1]) + 1
 
     def _restore(self, version, path):
+        if not checkpoints.is_complete(path):
+            raise ValueError(f"the job's last published checkpoint {path} (version {version}) is missing or "
+                             f"incomplete: want {', '.join(checkpoints.FILES)}")
         state = checkpoints.load_state(path)
         if state.get("version") != version:
             raise ValueError(f"{path}/trainer_state.pt: version {state.get('version')}, but the directory names {version}")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.version = state["step"], state["version"]
+        self.trained_groups = list(state.get("trained_groups", []))
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
@@ -187,7 +216,7 @@ class Trainer:
 
     def _state(self):
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "step": self.step, "version": self.version,
+                "step": self.step, "version": self.version, "trained_groups": self.trained_groups,
                 "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
                 "args": vars(self.args)}
 
@@ -280,38 +309,114 @@ class Trainer:
                     return 0
                 if batch is None:
                     continue
-                start = time.monotonic()
-                pairs = batch.samples()
-                trained_at = self.version  # the weights that compute this step's loss
-                stale_dropped = drop_stale_tokens(pairs, trained_at, args.max_staleness)
-                self.optimizer.zero_grad(set_to_none=True)
-                metrics = self._forward_backward(pairs)
-                try:
-                    self.client.ack(batch)
-                except LeaseExpired as e:
-                    self.optimizer.zero_grad(set_to_none=True)
-                    print(f"dropped a batch of {len(pairs)} samples, its lease expired: {e.message}", file=sys.stderr)
+                record = self._step(batch)
+                if record is None:
                     continue
-                grad_norm = torch.nn.utils.clip_grad_norm_(
-                    self.model.parameters(), args.grad_clip if args.grad_clip > 0 else float("inf"))
-                if args.mismatch_samples > 0:
-                    self._keep_weights()
-                self.optimizer.step()
-                self.step += 1
-                self.version, self.next_version = self.next_version, self.next_version + 1
-                path = checkpoints.write(args.checkpoint_root, self.version, self.model, args.model, self._state())
-                self.client.publish_weights(path, self.version)
-                if args.keep_checkpoints > 0:
-                    checkpoints.prune(args.checkpoint_root, args.keep_checkpoints)
-                seconds = time.monotonic() - start
-                record = {"step": self.step, "version": self.version, **batch_metrics(pairs), **metrics,
-                          "grad_norm": float(grad_norm), "stale_tokens_dropped": stale_dropped,
-                          "trained_at_version": trained_at, "seconds": seconds}
-                record["tokens_per_s"] = record["tokens"] / seconds
                 log.write(json.dumps(record) + "\n")
                 log.flush()
                 print(human_line(record), file=sys.stderr)
         return 0
+
+    def _step(self, batch):
+        """One step on a leased batch, in the order that keeps each group
+        trained exactly once into the published weights: ack (the job
+        records it, into the version about to be published), step, write
+        the checkpoint, publish. Returns the log record, or None when the
+        lease expired before the ack."""
+        args = self.args
+        start = time.monotonic()
+        pairs = batch.samples()
+        trained_at = self.version  # the weights that compute this step's loss
+        into = self.next_version   # the version this step publishes
+        acked = False
+        try:
+            with LeaseKeeper(self.client, batch):
+                stale_dropped = drop_stale_tokens(pairs, trained_at, args.max_staleness)
+                self.optimizer.zero_grad(set_to_none=True)
+                metrics = self._forward_backward(pairs)
+            try:
+                self.client.ack(batch, trained_at_version=trained_at, into_version=into)
+            except LeaseExpired as e:
+                self.optimizer.zero_grad(set_to_none=True)
+                print(f"dropped a batch of {len(pairs)} samples, its lease expired: {e.message}", file=sys.stderr)
+                return None
+            acked = True
+        finally:
+            if not acked:
+                _release_quietly(self.client, batch)
+        _test_hold("acked", self.step + 1, self.step % 2 == 1)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), args.grad_clip if args.grad_clip > 0 else float("inf"))
+        if args.mismatch_samples > 0:
+            self._keep_weights()
+        self.optimizer.step()
+        self.step += 1
+        self.version, self.next_version = into, into + 1
+        self.trained_groups += [g.group_id for g in batch.groups]
+        path = checkpoints.write(args.checkpoint_root, self.version, self.model, args.model, self._state(),
+                                 self.trained_groups)
+        _test_hold("written", self.step, self.step % 2 == 1)
+        self.client.publish_weights(path, self.version)
+        if args.keep_checkpoints > 0:
+            checkpoints.prune(args.checkpoint_root, args.keep_checkpoints)
+        seconds = time.monotonic() - start
+        record = {"step": self.step, "version": self.version, **batch_metrics(pairs), **metrics,
+                  "grad_norm": float(grad_norm), "stale_tokens_dropped": stale_dropped,
+                  "trained_at_version": trained_at, "seconds": seconds}
+        record["tokens_per_s"] = record["tokens"] / seconds
+        return record
+
+
+class LeaseKeeper:
+    """While the block runs, renews `batch`'s lease each time half of it has
+    passed (a step that outlasts the job's lease_timeout keeps its groups)."""
+
+    def __init__(self, client, batch):
+        self.client, self.lease = client, batch.lease
+        self.expires_at_ms = batch.expires_at_ms
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+
+    def _run(self):
+        while True:
+            left = self.expires_at_ms / 1000 - time.time()
+            if self.done.wait(max(left / 2, 0.05)):
+                return
+            try:
+                self.expires_at_ms = self.client.renew(self.lease)
+            except ApiError as e:  # expired or the job is gone: the ack will say so
+                print(f"renewing lease {self.lease}: {e}", file=sys.stderr)
+                return
+
+
+def _release_quietly(client, batch):
+    """Gives a batch the step will not ack back to the queue at once (else
+    it waits out its lease); the job may be gone already."""
+    try:
+        client.release(batch)
+    except ApiError as e:
+        print(f"releasing lease {batch.lease}: {e}", file=sys.stderr)
+
+
+def _test_hold(stage, step, on_this_step):
+    """The test hook of the module docstring (FLASHROLL_TEST_HOLD_DIR)."""
+    hold_dir = os.environ.get("FLASHROLL_TEST_HOLD_DIR")
+    if not hold_dir or not on_this_step or not os.path.exists(os.path.join(hold_dir, "hold")):
+        return
+    held = os.path.join(hold_dir, "held")
+    with open(held + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {step} {stage}\n")
+    os.rename(held + ".tmp", held)
+    while os.path.exists(held):
+        time.sleep(0.02)
 
 
 def human_line(r):
@@ -333,6 +438,9 @@ def main(objective, description, add_flags=None, argv=None):
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(max(1, args.threads))
+    # The job stops its trainer with SIGTERM (also when the job dies): as an
+    # exception, so a step in flight releases its lease on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cpu_threads.set_blas_threads(max(1, args.blas_threads))
     try:
         return Trainer(args, objective(args)).run()

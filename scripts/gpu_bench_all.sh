@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One GPU lease's measurements for docs/BENCHMARKS.md (issue 24), run on the
+# GPU machine from the repository root after scripts/device-run.sh staged
+# .gpu/: the GPU tests, the copy bandwidth, `bench decode` on random
+# Qwen3-8B and Qwen3-0.6B shapes at batch 1 and 64, and 8B-width parity.
+# Each result is appended to $OUT/results.txt (one line of JSON per run,
+# after a '# command' line); logs go to $OUT/log.txt.
+# "profile" times 300 kernels of batch-1 decode on the 8B shape under Nsight
+# Compute (list it before "8b", which removes the model).
+#   bash .gpu/gpu_bench_all.sh [tests] [8b] [0.6b] [parity] [profile]   (default: all but profile)
+set -uo pipefail
+out="${OUT:-/tmp/out}"
+mkdir -p "$out"
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests 8b 0.6b parity)
+run="bash .gpu/run.sh"
+record() {
+  echo "# $*" >>"$out/results.txt"
+  $run "$@" 2>>"$out/log.txt" | tail -1 >>"$out/results.txt"
+}
+for step in "${steps[@]}"; do
+  case "$step" in
+    tests)
+      $run cuda_tests 2>&1 | tee "$out/cuda_tests.txt" | grep -E "^\[  (PASSED|FAILED) |FAILED|OK \]" ;;
+    8b)
+      [[ -d /tmp/q8b ]] || record python3 .gpu/gpu_wide_parity.py /tmp/q8b 36 --make-only
+      record flashroll bench decode --model /tmp/q8b --device cuda --batch 1 --context 64 --gen 64 \
+        --prefill-tokens 64 --repeats 3 --json
+      record flashroll bench decode --model /tmp/q8b --device cuda --batch 64 --context 64 --gen 32 \
+        --prefill-tokens 64 --repeats 1 --json
+      rm -rf /tmp/q8b ;;
+    0.6b)
+      record python3 .gpu/gpu_wide_parity.py /tmp/q06b 28 --make-only --shape=0.6b
+      record flashroll bench decode --model /tmp/q06b --device cuda --batch 1 --context 64 --gen 64 \
+        --prefill-tokens 64 --repeats 3 --json
+      record flashroll bench decode --model /tmp/q06b --device cuda --batch 64 --context 64 --gen 32 \
+        --prefill-tokens 64 --repeats 1 --json ;;
+    profile)
+      [[ -d /tmp/q8b ]] || record python3 .gpu/gpu_wide_parity.py /tmp/q8b 36 --make-only
+      $run ncu --clock-control none --launch-skip 1200 --launch-count 300 --csv \
+        --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+        flashroll bench decode --model /tmp/q8b --device cuda --batch 1 --context 64 --gen 8 \
+        --prefill-tokens 64 --repeats 1 --json >"$out/profile.csv" 2>>"$out/log.txt"
+      python3 - "$out/profile.csv" >>"$out/results.txt" <<'PY'
+import csv, collections, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; name = head.index("Kernel Name"); metric = head.index("Metric Name"); value = head.index("Metric Value")
+unit = head.index("Metric Unit"); scale = {"nsecond": 1, "usecond": 1e3, "msecond": 1e6}
+time, dram = collections.defaultdict(list), collections.defaultdict(list)
+for r in rows[1:]:
+    k = r[name].split("(")[0].split("<")[0].split("::")[-1]
+    v = float(r[value].replace(",", "")) * scale.get(r[unit], 1)
+    (time if r[metric] == "gpu__time_duration.sum" else dram)[k].append(v)
+for k in sorted(time, key=lambda k: -sum(time[k])):
+    print(f"# profile {k}: {len(time[k])} launches, {sum(time[k])/1e3:.1f} us total, "
+          f"mean dram {sum(dram[k])/max(len(dram[k]),1):.0f}% of peak")
+PY
+      ;;
+    parity)
+      record python3 .gpu/gpu_wide_parity.py /tmp/wide 2 ;;
+    *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+done
+cat "$out/results.txt"
