@@ -57,9 +57,11 @@ int64_t UploadedBytes(const ModelFiles& files) {
   return total;
 }
 
-// Copies the f32 safetensors model `src` to `dst` with its matrices in bf16
-// (norms stay f32, as exported checkpoints keep them).
-void WriteBf16Copy(const std::string& src, const std::string& dst) {
+// Copies the f32 safetensors model `src` to `dst`, with its matrices in bf16
+// (norms stay f32, as exported checkpoints keep them) when `bf16`, and with
+// an lm_head.weight equal to the embedding when `add_lm_head` (checkpoints
+// of tied models that carry both).
+void WriteCopy(const std::string& src, const std::string& dst, bool bf16, bool add_lm_head = false) {
   std::filesystem::create_directories(dst);
   std::filesystem::copy_file(src + "/config.json", dst + "/config.json");
   const std::string bytes = ReadWholeFile(src + "/model.safetensors");
@@ -73,10 +75,17 @@ void WriteBf16Copy(const std::string& src, const std::string& dst) {
     ASSERT_EQ(info["dtype"], "F32") << name;
     const size_t begin = 8 + len + info["data_offsets"][0].get<size_t>();
     const size_t end = 8 + len + info["data_offsets"][1].get<size_t>();
-    const bool matrix = info["shape"].size() >= 2;
+    const bool matrix = bf16 && info["shape"].size() >= 2;
     const size_t at = data.size();
     for (size_t i = begin; i < end; i += 4) data.append(bytes, matrix ? i + 2 : i, matrix ? 2 : 4);  // bf16: high half
     out_header[name] = {{"dtype", matrix ? "BF16" : "F32"}, {"shape", info["shape"]}, {"data_offsets", {at, data.size()}}};
+    if (add_lm_head && name == "model.embed_tokens.weight") {
+      const std::string embedding = data.substr(at);
+      const size_t head_at = data.size();
+      data += embedding;
+      out_header["lm_head.weight"] = {{"dtype", out_header[name]["dtype"]}, {"shape", info["shape"]},
+                                      {"data_offsets", {head_at, data.size()}}};
+    }
   }
   const std::string text = out_header.dump();
   std::string file(8, '\0');
@@ -119,11 +128,25 @@ TEST(DeviceMemoryTest, GgufFollowsTheUploadRule) {
 TEST(DeviceMemoryTest, Bf16MatricesStayBf16) {
   TempDir dir;
   const std::string bf16 = dir.path() + "/qwen3-bf16";
-  WriteBf16Copy("tests/data/parity/qwen3", bf16);
+  WriteCopy("tests/data/parity/qwen3", bf16, /*bf16=*/true);
   ExpectUploadRule(bf16);
   // Half the f32 model's bytes, less its f32 norms.
   const int64_t f32 = *CudaWeightBytes("tests/data/parity/qwen3");
   EXPECT_LT(*CudaWeightBytes(bf16), f32 * 6 / 10);
+}
+
+// DeviceWeights::Upload points lm_head at the embedding when the config ties
+// them, even where the checkpoint also carries an lm_head.weight.
+TEST(DeviceMemoryTest, ATiedLmHeadIsStoredOnce) {
+  TempDir dir;
+  const std::string with_head = dir.path() + "/tied-with-head";
+  WriteCopy("tests/data/parity/llama3_tied", with_head, /*bf16=*/false, /*add_lm_head=*/true);
+  Result<std::unique_ptr<ModelFiles>> files = ModelFiles::Load(with_head);
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  ASSERT_TRUE((*files)->config().tie_word_embeddings);
+  ASSERT_NE((*files)->Find("lm_head.weight"), nullptr);
+  ExpectUploadRule(with_head);
+  EXPECT_EQ(*CudaWeightBytes(with_head), *CudaWeightBytes("tests/data/parity/llama3_tied"));
 }
 
 // The file size on disk, what CheckDevice was asked for before, undercounts
