@@ -8,7 +8,7 @@
 //                                  (with --json: {"tokens": [...], "text": "..."}).
 //   model-info PATH:  "family: llama" / "parameters: N" / "kv_bytes_per_token: N" /
 //                     "dtype: f32" / "format: safetensors" /
-//                     "device memory (cuda): weights 16.4 GiB, KV 144 KiB/token[, pool P for ..., total T]"
+//                     "device memory (cuda): weights 15.3 GiB, KV 144 KiB/token[, KV pool P for ..., total T]"
 //                     lines (with --json: one object; "device_memory" holds the byte counts).
 #include "engine/commands.h"
 
