@@ -7,7 +7,9 @@
 //   generate --prompt TEXT:        the generated text, streamed, then a newline
 //                                  (with --json: {"tokens": [...], "text": "..."}).
 //   model-info PATH:  "family: llama" / "parameters: N" / "kv_bytes_per_token: N" /
-//                     "dtype: f32" / "format: safetensors" lines (with --json: one object).
+//                     "dtype: f32" / "format: safetensors" /
+//                     "device memory (cuda): weights 15.3 GiB, KV 144 KiB/token[, KV pool P for ..., total T]"
+//                     lines (with --json: one object; "device_memory" holds the byte counts).
 #include "engine/commands.h"
 
 #include <charconv>
@@ -16,9 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "common/flags.h"
 #include "common/json.h"
 #include "engine/device/device.h"
+#include "engine/device/device_memory.h"
 #include "engine/serving/decode_benchmark.h"
 #include "engine/serving/device_logits.h"
 #include "engine/serving/generate.h"
@@ -90,7 +94,7 @@ constexpr const char* kDeviceHelp = "where the model runs: cpu (default), cuda o
 Result<engine::DeviceSpec> CheckDeviceFlag(const std::string& text, const std::string& model_path) {
   Result<engine::DeviceSpec> device = engine::ParseDevice(text);
   if (!device.ok()) return device.status().Wrap("--device");
-  Status st = engine::CheckDevice(*device, engine::ModelFileBytes(model_path));
+  Status st = engine::CheckDevice(*device, engine::DeviceWeightBytes(*device, model_path));
   if (!st.ok()) return st.Wrap("--device");
   return device;
 }
@@ -259,27 +263,65 @@ int RunGenerate(const std::vector<std::string>& args) {
 int RunModelInfo(const std::vector<std::string>& args) {
   std::vector<std::string> paths;
   bool json = false;
-  FlagParser flags("flashroll model-info PATH [--json]",
-                   "Prints a model's family, parameter count, bytes of KV cache per token and "
-                   "weight dtype.");
+  std::string kv_memory_text;
+  int64_t context = 0, batch = 1;
+  FlagParser flags("flashroll model-info PATH [--json] [--kv-memory SIZE | --context N [--batch B]]",
+                   "Prints a model's family, parameter count, bytes of KV cache per token, weight dtype "
+                   "and the GPU memory its weights and KV pool take on the CUDA backend (bf16 KV, blocks "
+                   "of 16 tokens).");
   flags.Positional("PATH", &paths, "Hugging Face model directory or GGUF file");
   flags.Bool("--json", &json, "print one JSON object");
+  flags.String("--kv-memory", &kv_memory_text, "also report a KV pool of this size, as serve --kv-memory (e.g. 8G)");
+  flags.Int("--context", &context, "also report the KV pool for --batch sequences of this many tokens");
+  flags.Int("--batch", &batch, "sequences of --context tokens (default 1)");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (paths.size() != 1) return ReportFailure(Status::InvalidArgument("model-info: expected one PATH"));
+  if (!kv_memory_text.empty() && context > 0) {
+    return ReportFailure(Status::InvalidArgument("model-info: give --kv-memory or --context, not both"));
+  }
+  if (context < 0 || batch < 1) {
+    return ReportFailure(Status::InvalidArgument("model-info: --context must be >= 0 and --batch >= 1"));
+  }
   Result<std::unique_ptr<Model>> model = LoadModel(paths[0]);
   if (!model.ok()) return ReportFailure(model.status());
   const Model& m = **model;
+  const engine::ModelConfig& c = m.config();
+  const int64_t weight_bytes = engine::CudaWeightBytes(m.files());
+  const int64_t kv_per_token = engine::KvLayoutOf(c).TokenBytes();
+  int64_t pool_bytes = -1;  // none asked for
+  std::string pool_for;
+  if (!kv_memory_text.empty()) {
+    Result<uint64_t> kv_memory = ParseByteSize(kv_memory_text);
+    if (!kv_memory.ok()) return ReportFailure(kv_memory.status().Wrap("--kv-memory"));
+    pool_bytes = engine::KvPoolBytes(c, static_cast<int64_t>(*kv_memory));
+    pool_for = "--kv-memory " + kv_memory_text;
+  } else if (context > 0) {
+    pool_bytes = engine::KvPoolBytesFor(c, context, batch);
+    pool_for = std::to_string(batch) + " x " + std::to_string(context) + " tokens";
+  }
   if (json) {
-    Json info = {{"family", m.config().architecture},
+    Json device_memory = {{"device", "cuda"}, {"weight_bytes", weight_bytes}, {"kv_bytes_per_token", kv_per_token}};
+    if (pool_bytes >= 0) {
+      device_memory["kv_pool_bytes"] = pool_bytes;
+      device_memory["total_bytes"] = weight_bytes + pool_bytes;
+    }
+    Json info = {{"family", c.architecture},
                  {"parameters", m.ParameterCount()},
                  {"kv_bytes_per_token", m.KvBytesPerToken()},
                  {"dtype", m.WeightDType()},
-                 {"format", m.files().format()}};
+                 {"format", m.files().format()},
+                 {"device_memory", device_memory}};
     WriteOut(DumpJson(info) + "\n");
   } else {
-    WriteOut("family: " + m.config().architecture + "\nparameters: " + std::to_string(m.ParameterCount()) +
+    std::string memory = "device memory (cuda): weights " + engine::HumanBytes(weight_bytes) + ", KV " +
+                         engine::HumanBytes(kv_per_token) + "/token";
+    if (pool_bytes >= 0) {
+      memory += ", KV pool " + engine::HumanBytes(pool_bytes) + " for " + pool_for + ", total " +
+                engine::HumanBytes(weight_bytes + pool_bytes);
+    }
+    WriteOut("family: " + c.architecture + "\nparameters: " + std::to_string(m.ParameterCount()) +
              "\nkv_bytes_per_token: " + std::to_string(m.KvBytesPerToken()) + "\ndtype: " + m.WeightDType() +
-             "\nformat: " + m.files().format() + "\n");
+             "\nformat: " + m.files().format() + "\n" + memory + "\n");
   }
   return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/store.h"
+#include "engine/device/device_memory.h"
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
 #include "engine/serving/engine.h"
@@ -241,7 +242,7 @@ Status Job::Open() {
   FR_ASSIGN_OR_RETURN(const engine::DeviceSpec device, engine::ParseDevice(config_.model.device));
   if (config_.policy.url.empty()) {
     // A GPU that cannot hold the model and its KV pool is reported before the weights load.
-    const int64_t needed = engine::ModelFileBytes(config_.model.path) + static_cast<int64_t>(config_.model.kv_memory_bytes);
+    const int64_t needed = engine::DeviceWeightBytes(device, config_.model.path) + static_cast<int64_t>(config_.model.kv_memory_bytes);
     FR_RETURN_IF_ERROR(engine::CheckDevice(device, needed).Wrap("model.device"));
   }
   FR_ASSIGN_OR_RETURN(model_, engine::Model::Load(config_.model.path));

@@ -1,8 +1,6 @@
 #include "engine/device/device.h"
 
 #include <charconv>
-#include <filesystem>
-#include <system_error>
 
 namespace flashroll::engine {
 
@@ -21,20 +19,6 @@ Result<DeviceSpec> ParseDevice(const std::string& text) {
 
 std::string DeviceName(const DeviceSpec& device) {
   return device.is_cuda() ? "cuda:" + std::to_string(device.ordinal) : "cpu";
-}
-
-int64_t ModelFileBytes(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return static_cast<int64_t>(fs::file_size(path, ec));
-  if (!fs::is_directory(path, ec)) return 0;
-  int64_t total = 0;
-  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
-    if (e.path().extension() == ".safetensors" && e.is_regular_file(ec)) {
-      total += static_cast<int64_t>(e.file_size(ec));
-    }
-  }
-  return total;
 }
 
 }  // namespace flashroll::engine

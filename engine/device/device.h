@@ -35,16 +35,12 @@ Result<DeviceSpec> ParseDevice(const std::string& text);
 std::string DeviceName(const DeviceSpec& device);
 
 // Whether the device can hold `bytes_needed` bytes (weights and KV pool) and
-// run our kernels. The CPU always can. FailedPrecondition otherwise, e.g.
+// run our kernels (device_memory.h computes the bytes a model needs). The CPU
+// always can. FailedPrecondition otherwise, e.g.
 // "cuda:0: this flashroll was built without CUDA (nvcc was not found at
 // configure time)" or "cuda:0: the GPU (NVIDIA H200) has 1.2 GiB free, the
 // model and its KV pool need 20.3 GiB".
 Status CheckDevice(const DeviceSpec& device, int64_t bytes_needed);
-
-// Bytes the model files at `path` take on disk (a directory's .safetensors
-// files, or a GGUF file): the device memory its weights need, known before
-// they load. 0 when nothing is there (loading then reports what is missing).
-int64_t ModelFileBytes(const std::string& path);
 
 // Whether this build carries the CUDA backend.
 bool BuiltWithCuda();

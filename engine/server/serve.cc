@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "engine/device/device_memory.h"
 #include "engine/format/confined_path.h"
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
@@ -75,7 +76,7 @@ int RunServe(const ServeOptions& o) {
   if (!device.ok()) return ReportFailure(device.status().Wrap("--device"));
   engine_options.device = *device;
   // A GPU that cannot run the model is reported before the weights load.
-  const int64_t needed = ModelFileBytes(o.model_path) + engine_options.kv_memory_bytes;
+  const int64_t needed = DeviceWeightBytes(*device, o.model_path) + engine_options.kv_memory_bytes;
   if (Status st = CheckDevice(*device, needed); !st.ok()) return ReportFailure(st.Wrap("--device"));
 
   OpenAiServerOptions server_options;

@@ -162,6 +162,36 @@ TEST(EngineCliTest, ModelInfo) {
   EXPECT_GT(info["parameters"].get<int64_t>(), 0);
 }
 
+// The device memory line: the f32 qwen3 fixture stays f32 on the GPU (4 bytes
+// a parameter, nothing tied), its KV is bf16 (half the CPU's f32 512 B/token),
+// and a pool for 2 sequences of 100 tokens takes 2 x 7 blocks of 16 tokens.
+TEST(EngineCliTest, ModelInfoReportsDeviceMemory) {
+  CommandResult j = Flashroll("model-info --json tests/data/parity/qwen3 --context 100 --batch 2");
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const Json info = Json::parse(j.output);
+  const Json& memory = info["device_memory"];
+  EXPECT_EQ(memory["device"], "cuda");
+  EXPECT_EQ(memory["weight_bytes"].get<int64_t>(), 4 * info["parameters"].get<int64_t>());
+  EXPECT_EQ(memory["kv_bytes_per_token"], 256);
+  EXPECT_EQ(memory["kv_pool_bytes"], 2 * 7 * 16 * 256);
+  EXPECT_EQ(memory["total_bytes"].get<int64_t>(),
+            memory["weight_bytes"].get<int64_t>() + memory["kv_pool_bytes"].get<int64_t>());
+
+  CommandResult r = Flashroll("model-info tests/data/parity/qwen3 --kv-memory 1M");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("device memory (cuda): weights 503.8 KiB, KV 256 B/token, KV pool 1 MiB for "
+                          "--kv-memory 1M, total 1.5 MiB\n"),
+            std::string::npos)
+      << r.output;
+  CommandResult plain = Flashroll("model-info tests/data/parity/qwen3");
+  EXPECT_NE(plain.output.find("device memory (cuda): weights 503.8 KiB, KV 256 B/token\n"), std::string::npos)
+      << plain.output;
+
+  CommandResult both = Flashroll("model-info tests/data/parity/qwen3 --kv-memory 1M --context 10");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_NE(both.output.find("give --kv-memory or --context, not both"), std::string::npos) << both.output;
+}
+
 TEST(EngineCliTest, CorruptSafetensorsExits2NamingFileAndTensor) {
   FixtureCopy copy("qwen3", "corrupt");
   const std::string& dir = copy.dir();

@@ -50,10 +50,5 @@ TEST(DeviceTest, EngineOnCudaWithoutAUsableGpuFailsAtStart) {
   EXPECT_NE(engine.status().message().find("CUDA"), std::string::npos) << engine.status().ToString();
 }
 
-TEST(DeviceTest, ModelFileBytesCountsTheWeightFiles) {
-  EXPECT_GT(ModelFileBytes("tests/data/parity/qwen3"), 500'000);
-  EXPECT_EQ(ModelFileBytes("/nonexistent/model"), 0);
-}
-
 }  // namespace
 }  // namespace flashroll::engine
