@@ -54,6 +54,10 @@ int64_t DeviceWeightBytes(const DeviceSpec& device, const std::string& path) {
   return bytes.ok() ? *bytes : 0;
 }
 
+int64_t DeviceWeightBytes(const DeviceSpec& device, const ModelFiles& files) {
+  return device.is_cuda() ? CudaWeightBytes(files) : 0;
+}
+
 KvLayout KvLayoutOf(const ModelConfig& config, int64_t block_size, KvDType dtype) {
   return KvLayout{config.num_layers, config.num_kv_heads, config.head_dim, block_size, dtype};
 }

@@ -34,6 +34,8 @@ Result<int64_t> CudaWeightBytes(const std::string& path);
 // so the index is not read) and when the index cannot be read (loading then
 // reports what is wrong).
 int64_t DeviceWeightBytes(const DeviceSpec& device, const std::string& path);
+// The same for weights already loaded from `files`.
+int64_t DeviceWeightBytes(const DeviceSpec& device, const ModelFiles& files);
 
 // The KV pool the engine allocates for `config`: `kv_memory_bytes` rounded
 // down to whole blocks of `block_size` tokens.

@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "engine/device/device_memory.h"
 #include "engine/serving/backend.h"
 
 namespace flashroll::engine {
@@ -12,7 +13,7 @@ Result<std::vector<float>> DeviceLogits(const Model& model, const DeviceSpec& de
   const int64_t n = static_cast<int64_t>(tokens.size());
   const KvLayout layout = model.KvLayoutFor(16, KvDType::kF32);
   const int64_t blocks = (n + layout.block_size - 1) / layout.block_size;
-  FR_RETURN_IF_ERROR(CheckDevice(device, model.WeightBytes() + blocks * layout.BlockBytes()));
+  FR_RETURN_IF_ERROR(CheckDevice(device, DeviceWeightBytes(device, model.files()) + blocks * layout.BlockBytes()));
   FR_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, NewBackend(model, device));
   FR_RETURN_IF_ERROR(backend->AllocateKv(layout, blocks));
   std::vector<int32_t> table(static_cast<size_t>(blocks));

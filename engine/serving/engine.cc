@@ -6,6 +6,7 @@
 #include <future>
 #include <thread>
 
+#include "engine/device/device_memory.h"
 #include "engine/kernels/cpu_threads.h"
 #include "engine/serving/engine_state.h"
 
@@ -126,7 +127,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   }
   kernels::SetThreads(options.threads > 0 ? options.threads
                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  FR_RETURN_IF_ERROR(CheckDevice(options.device, model.WeightBytes() + num_blocks * layout.BlockBytes()));
+  FR_RETURN_IF_ERROR(CheckDevice(options.device, DeviceWeightBytes(options.device, model.files()) + num_blocks * layout.BlockBytes()));
   FR_ASSIGN_OR_RETURN(s.backend, NewBackend(model, options.device));
   FR_RETURN_IF_ERROR(s.backend->AllocateKv(layout, num_blocks));
   s.kv_layout = layout;
