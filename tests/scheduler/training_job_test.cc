@@ -153,8 +153,9 @@ TEST_F(TrainingJobTest, SigtermWhileTheTrainerRunsOnEndsTheJobPromptly) {
 
 // What the trainer doubles below share, written ahead of each one's own
 // script by WriteTrainerDouble: the flags the job passes, call() (the
-// answer's JSON, None for an empty 204 answer, an HTTPError for an error)
-// and write_checkpoint() (a copy of the model as checkpoint <name>).
+// answer's JSON, None for an empty 204 answer, an HTTPError for an error),
+// write_checkpoint() (a copy of the model as checkpoint <name>) and
+// train_until_quiet().
 constexpr char kTrainerDoublePreamble[] = R"PY(
 import json, os, shutil, sys, time, urllib.error, urllib.request
 args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
@@ -169,6 +170,20 @@ def write_checkpoint(name):
     os.makedirs(os.path.join(root, name))
     for f in ("config.json", "model.safetensors"):
         shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
+def train_until_quiet(name, trainer_version, quiet_s):
+    # Leases and acks what the job serves, writing each group id to `name`,
+    # until nothing comes for quiet_s or the queue closes (409).
+    with open(os.path.join(here, name), "w") as out:
+        while True:
+            try:
+                batch = call("/v1/batches?min_groups=1&timeout=%g&trainer_version=%d" % (quiet_s, trainer_version))
+            except urllib.error.HTTPError:
+                break  # 409: the queue closed
+            if batch is None:
+                break
+            out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+            out.flush()
+            call("/v1/batches/%s/ack" % batch["lease"], {})
 )PY";
 
 void WriteTrainerDouble(const std::string& path, const char* script) {
@@ -308,17 +323,7 @@ if first:
     with open(os.path.join(here, "first.txt"), "w") as out:
         out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
     sys.exit(0)
-with open(os.path.join(here, "second.txt"), "w") as out:
-    while True:
-        try:
-            batch = call("/v1/batches?min_groups=1&timeout=20&trainer_version=1")
-        except urllib.error.HTTPError:
-            break  # 409: the queue closed
-        if batch is None:
-            break  # nothing for 20 s
-        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
-        out.flush()
-        call("/v1/batches/%s/ack" % batch["lease"], {})
+train_until_quiet("second.txt", trainer_version=1, quiet_s=20)
 )PY";
 
 // The groups a published checkpoint holds (acked at version 0, then version
@@ -366,16 +371,7 @@ if not os.path.exists(os.path.join(here, "first.txt")):
     with open(os.path.join(here, "first.txt"), "w") as out:
         out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
     sys.exit(1)
-with open(os.path.join(here, "second.txt"), "w") as out:
-    while True:
-        try:
-            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
-        except urllib.error.HTTPError:
-            break  # 409: the queue closed
-        if batch is None:
-            break
-        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
-        call("/v1/batches/%s/ack" % batch["lease"], {})
+train_until_quiet("second.txt", trainer_version=0, quiet_s=3)
 write_checkpoint("v000001")
 call("/v1/weights", {"path": "v000001", "version": 1})
 )PY";
@@ -430,16 +426,7 @@ except urllib.error.HTTPError as e:
     weights = {"error": e.code}
 with open(os.path.join(here, "weights.json"), "w") as out:
     json.dump(weights, out)
-with open(os.path.join(here, "second.txt"), "w") as out:
-    while True:
-        try:
-            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
-        except urllib.error.HTTPError:
-            break  # 409: the queue closed
-        if batch is None:
-            break
-        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
-        call("/v1/batches/%s/ack" % batch["lease"], {})
+train_until_quiet("second.txt", trainer_version=0, quiet_s=3)
 )PY";
 
 // The job is killed after an ack whose checkpoint was written but never
