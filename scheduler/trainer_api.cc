@@ -241,12 +241,17 @@ Result<Json> TrainerApi::AckBatch(const HttpRequest& request) {
                                    " is not above the version that trained the batch, " + std::to_string(at));
   }
   FR_RETURN_IF_ERROR(queue_->Ack(lease, into_version));
-  if (served && on_trained_) {
+  if (served && !served->recorded && on_trained_) {
     FR_RETURN_IF_ERROR(on_trained_(at, into_version, served->sample_ids).Wrap("recording the ack of lease " + lease));
   }
   if (served) {
+    // Kept, not erased: a retry is checked against this lease's version (not
+    // the one published since) and records nothing twice.
     std::lock_guard<std::mutex> lock(served_mu_);
-    served_.erase(lease);  // a retried ack records nothing twice
+    if (auto it = served_.find(lease); it != served_.end()) {
+      it->second.recorded = true;
+      it->second.sample_ids.clear();
+    }
   }
   return Json{{"lease", lease}};
 }

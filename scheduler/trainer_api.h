@@ -152,11 +152,12 @@ class TrainerApi {
 
   const TrainedCallback on_trained_;
   const int64_t max_staleness_;
-  // Live leases' trainer_version and samples, for on_trained; the oldest are
+  // Served leases' trainer_version and samples, for on_trained; the oldest are
   // forgotten past kLeaseMemory (an expired lease is never acknowledged).
   struct ServedLease {
     int64_t version = 0;
     std::vector<int64_t> sample_ids;
+    bool recorded = false;  // acked and reported to on_trained (its samples dropped)
   };
   static constexpr size_t kLeaseMemory = 4096;
   std::mutex served_mu_;

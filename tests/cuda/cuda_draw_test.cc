@@ -21,16 +21,12 @@
 #include "engine/serving/device_logits.h"
 #include "engine/serving/engine.h"
 #include "tests/engine/engine_fixture.h"
+#include "tests/cuda/cuda_test_support.h"
 
 namespace flashroll::engine {
 namespace {
 
-const DeviceSpec kGpu{DeviceSpec::Kind::kCuda, 0};
-
-#define SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                            \
-    if (Status st = CheckDevice(kGpu, 0); !st.ok()) GTEST_SKIP() << st.message(); \
-  } while (0)
+using cuda_testing::kGpu;
 
 bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 

@@ -12,16 +12,12 @@
 #include <gtest/gtest.h>
 
 #include "engine/device/device_kernels.h"
+#include "tests/cuda/cuda_test_support.h"
 
 namespace flashroll::engine {
 namespace {
 
-const DeviceSpec kGpu{DeviceSpec::Kind::kCuda, 0};
-
-#define SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                            \
-    if (Status st = CheckDevice(kGpu, 0); !st.ok()) GTEST_SKIP() << st.message(); \
-  } while (0)
+using cuda_testing::kGpu;
 
 uint16_t ToBf16(float f) {
   uint32_t bits;

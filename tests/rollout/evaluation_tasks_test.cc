@@ -17,6 +17,7 @@
 #include "rollout/scaffold.h"
 #include "sandbox/sandbox.h"
 #include "tasks/task.h"
+#include "tests/rollout/rollout_fixtures.h"
 
 namespace flashroll {
 namespace {
@@ -54,22 +55,7 @@ class RecordingPolicy : public Policy {
   std::vector<int64_t> budgets_;
 };
 
-class EvaluationTasksTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
-    auto manager = sandbox::Manager::Open();
-    if (!manager.ok()) GTEST_SKIP() << manager.status().ToString();
-    manager_ = std::move(*manager);
-    auto tokenizer = engine::Tokenizer::FromHuggingFace("models/default/tokenizer.json",
-                                                        "models/default/tokenizer_config.json");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
-    tokenizer_ = std::move(*tokenizer);
-  }
-
-  std::unique_ptr<sandbox::Manager> manager_;
-  std::unique_ptr<engine::Tokenizer> tokenizer_;
-};
+using EvaluationTasksTest = rollout_testing::WithDefaultTokenizer<rollout_testing::SandboxManagerTest>;
 
 // The text between `open` and the next `close`.
 std::string Between(const std::string& text, const std::string& open, const std::string& close) {

@@ -14,6 +14,7 @@
 #include "rollout/scripted_policy.h"
 #include "tasks/task.h"
 #include "tasks/workspace.h"
+#include "tests/rollout/rollout_fixtures.h"
 
 namespace flashroll {
 namespace {
@@ -22,19 +23,8 @@ constexpr char kReasoning[] =
     "First I add the two numbers, then I multiply the sum by three and check the result twice "
     "before I write it down, because a wrong answer costs more than a careful one.";
 
-class ReasoningLengthTest : public ::testing::Test {
+class ReasoningLengthTest : public rollout_testing::WithDefaultTokenizer<> {
  protected:
-  static void SetUpTestSuite() {
-    auto tokenizer = engine::Tokenizer::FromHuggingFace("models/default/tokenizer.json",
-                                                        "models/default/tokenizer_config.json");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
-    tokenizer_ = tokenizer->release();
-  }
-  static void TearDownTestSuite() {
-    delete tokenizer_;
-    tokenizer_ = nullptr;
-  }
-
   // The first turn of an episode whose policy writes `message` first (then
   // answers, when the first turn was a tool call).
   static EpisodeTurn FirstTurn(const std::string& message, const Scaffold& scaffold = *Scaffolds()[0]) {
@@ -53,10 +43,7 @@ class ReasoningLengthTest : public ::testing::Test {
     return static_cast<int64_t>(tokenizer_->Encode(text, /*parse_special=*/false).size());
   }
 
-  static engine::Tokenizer* tokenizer_;
 };
-
-engine::Tokenizer* ReasoningLengthTest::tokenizer_ = nullptr;
 
 // Token boundaries may merge across the seams where text is spliced in.
 constexpr int64_t kSeamSlack = 2;

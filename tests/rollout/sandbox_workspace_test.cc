@@ -9,20 +9,12 @@
 #include <gtest/gtest.h>
 
 #include "tasks/task.h"
+#include "tests/rollout/rollout_fixtures.h"
 
 namespace flashroll {
 namespace {
 
-class SandboxWorkspaceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
-    auto manager = sandbox::Manager::Open();
-    if (!manager.ok()) GTEST_SKIP() << manager.status().ToString();
-    manager_ = std::move(*manager);
-  }
-  std::unique_ptr<sandbox::Manager> manager_;
-};
+using SandboxWorkspaceTest = rollout_testing::SandboxManagerTest;
 
 TEST_F(SandboxWorkspaceTest, FilesAndCommandsMeetInTheWorkDirectory) {
   std::string id;

@@ -18,29 +18,13 @@
 #include "rollout/scaffold.h"
 #include "rollout/scripted_policy.h"
 #include "tasks/task.h"
+#include "tests/rollout/rollout_fixtures.h"
 
 namespace flashroll {
 namespace {
 
-class VerdictHacksTest : public ::testing::Test {
+class VerdictHacksTest : public rollout_testing::WithDefaultTokenizer<rollout_testing::SandboxManagerTest> {
  protected:
-  static void SetUpTestSuite() {
-    auto tokenizer = engine::Tokenizer::FromHuggingFace("models/default/tokenizer.json",
-                                                        "models/default/tokenizer_config.json");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
-    tokenizer_ = tokenizer->release();
-  }
-  static void TearDownTestSuite() {
-    delete tokenizer_;
-    tokenizer_ = nullptr;
-  }
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "sandboxes need root";
-    auto manager = sandbox::Manager::Open();
-    if (!manager.ok()) GTEST_SKIP() << manager.status().ToString();
-    manager_ = std::move(*manager);
-  }
-
   // Runs `commands` as the agent's tool calls, then answers `answer`.
   Episode Play(const Task& task, const std::vector<std::string>& commands, const std::string& answer = "done") {
     const Scaffold& scaffold = *Scaffolds()[0];
@@ -85,11 +69,7 @@ class VerdictHacksTest : public ::testing::Test {
   static constexpr char kWrongSolution[] = "printf 'def add(a, b):\\n    return 0\\n' > solution.py";
   static constexpr char kRightSolution[] = "printf 'def add(a, b):\\n    return a + b\\n' > solution.py";
 
-  static engine::Tokenizer* tokenizer_;
-  std::unique_ptr<sandbox::Manager> manager_;
 };
-
-engine::Tokenizer* VerdictHacksTest::tokenizer_ = nullptr;
 
 // (1) A process left behind rewrites the answer after the agent's last
 // turn, while a slow check is still running (the brief's own rewriter).

@@ -161,6 +161,22 @@ TEST_F(TrainerApiTest, AnAckedGroupIsHeldUntilItsVersionIsPublishedAndReturnedWh
   EXPECT_EQ(GroupIds(LeaseOverHttp("timeout=0&max_groups=10").groups), (Ids{1, 3})) << "in their first places";
 }
 
+// A retried ack is checked against its lease's version, not the version
+// published since: the retry of a recorded ack is a 200 that records
+// nothing (it was a 400 once version 1, its into_version, was published).
+TEST_F(TrainerApiTest, ARetriedAckAfterItsVersionWasPublishedChangesNothing) {
+  ASSERT_TRUE(queue_->Add(MakeGroup(1)).ok());
+  const BatchLease a = LeaseOverHttp("timeout=0&max_groups=1&trainer_version=0");
+  const std::string ack = "/v1/batches/" + a.id + "/ack";
+  EXPECT_EQ(Post(ack, R"({"into_version": 1})").status, 200);
+  EXPECT_EQ(Post("/v1/weights", R"({"path": "v1", "version": 1})").status, 200);
+  const HttpResponse retry = Post(ack, R"({"into_version": 1})");
+  EXPECT_EQ(retry.status, 200) << retry.body;
+  EXPECT_EQ(Post(ack, R"({"trained_at_version": 1})").status, 400) << "the lease was trained at 0";
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(trained_, (std::vector<Ids>{{0, 1, 2}}));
+}
+
 TEST_F(TrainerApiTest, EveryRouteRequiresTheToken) {
   ASSERT_TRUE(queue_->Add(MakeGroup(1)).ok());
   for (const std::string& token : {std::string(), std::string("wrong-token")}) {

@@ -151,21 +151,50 @@ TEST_F(TrainingJobTest, SigtermWhileTheTrainerRunsOnEndsTheJobPromptly) {
   EXPECT_EQ(WEXITSTATUS(wstatus), 130) << "a stopped job is paused (130, as after Ctrl-C), not failed";
 }
 
+// What the trainer doubles below share, written ahead of each one's own
+// script by WriteTrainerDouble: the flags the job passes, call() (the
+// answer's JSON, None for an empty 204 answer, an HTTPError for an error),
+// write_checkpoint() (a copy of the model as checkpoint <name>) and
+// train_until_quiet().
+constexpr char kTrainerDoublePreamble[] = R"PY(
+import json, os, shutil, sys, time, urllib.error, urllib.request
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
+here = os.path.dirname(root)
+def call(path, body=None):
+    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r) if r.status == 200 else None
+def write_checkpoint(name):
+    os.makedirs(os.path.join(root, name))
+    for f in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
+def train_until_quiet(name, trainer_version, quiet_s):
+    # Leases and acks what the job serves, writing each group id to `name`,
+    # until nothing comes for quiet_s or the queue closes (409).
+    with open(os.path.join(here, name), "w") as out:
+        while True:
+            try:
+                batch = call("/v1/batches?min_groups=1&timeout=%g&trainer_version=%d" % (quiet_s, trainer_version))
+            except urllib.error.HTTPError:
+                break  # 409: the queue closed
+            if batch is None:
+                break
+            out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
+            out.flush()
+            call("/v1/batches/%s/ack" % batch["lease"], {})
+)PY";
+
+void WriteTrainerDouble(const std::string& path, const char* script) {
+  std::ofstream(path) << kTrainerDoublePreamble << script;
+}
+
 // A test double of a trainer: publishes a copy of the model as version 1
 // at once, while the first samples are generating, then takes every group
 // as it finishes and exits 0 once all have.
 constexpr char kEarlyWeightsTrainer[] = R"PY(
-import json, os, shutil, sys, time, urllib.request
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
-os.makedirs(os.path.join(root, "v000001"))
-for f in ("config.json", "model.safetensors"):
-    shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
-def call(path, body=None):
-    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.load(r)
+write_checkpoint("v000001")
 call("/v1/weights", {"path": "v000001", "version": 1})
 while True:  # consume the groups (the staleness bound holds the rest back until then)
     req = urllib.request.Request(args["--api"] + "/v1/batches?timeout=0.5", headers={"Authorization": "Bearer " + token})
@@ -178,7 +207,7 @@ while True:  # consume the groups (the staleness bound holds the rest back until
 )PY";
 
 TEST_F(TrainingJobTest, SamplesRunningAtASwapContinueOnTheNewWeightsWithoutRestarting) {
-  std::ofstream(dir_ + "/early.py") << kEarlyWeightsTrainer;
+  WriteTrainerDouble(dir_ + "/early.py", kEarlyWeightsTrainer);
   const JobConfig config = Load(WriteConfig("early", "  command: [/usr/bin/python3, " + dir_ + "/early.py]\n  restarts: 0\n"));
   auto summary = RunRlJob(config, {});
   ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/early-trainer.log");
@@ -217,36 +246,24 @@ TEST_F(TrainingJobTest, SamplesRunningAtASwapContinueOnTheNewWeightsWithoutResta
 // sample, its sampled tokens and how many the served mask keeps, acks (twice)
 // and publishes version 3, the update that trained them.
 constexpr char kLateTrainer[] = R"PY(
-import json, os, shutil, sys, time, urllib.request
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
-def call(path, body=None):
-    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r)
 while call("/v1/status")["groups_done"] < 2:
     time.sleep(0.1)
 for version in (1, 2):
     name = "v%06d" % version
-    os.makedirs(os.path.join(root, name))
-    for f in ("config.json", "model.safetensors"):
-        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
+    write_checkpoint(name)
     call("/v1/weights", {"path": name, "version": version})
     # One swap at a time: the next is posted once this one is served.
     while call("/v1/status")["weight_version"] < version:
         time.sleep(0.1)
 batch = call("/v1/batches?min_groups=2&timeout=30&trainer_version=2")
-with open(os.path.join(os.path.dirname(root), "masks.txt"), "w") as out:
+with open(os.path.join(here, "masks.txt"), "w") as out:
     for g in batch["groups"]:
         for s in g["samples"]:
             out.write("%d %d %d\n" % (max(s["versions"]), sum(v >= 0 for v in s["versions"]), sum(s["loss_mask"])))
 call("/v1/batches/%s/ack" % batch["lease"], {})
 call("/v1/batches/%s/ack" % batch["lease"], {})  # a retried ack changes nothing
 name = "v000003"  # the update of that step, durable: the samples are recorded trained at version 2
-os.makedirs(os.path.join(root, name))
-for f in ("config.json", "model.safetensors"):
-    shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
+write_checkpoint(name)
 call("/v1/weights", {"path": name, "version": 3})
 )PY";
 
@@ -254,7 +271,7 @@ call("/v1/weights", {"path": name, "version": 3})
 // finished: version 0's tokens, fresh when their samples finished, are two
 // versions older than the trainer that leases them (max_staleness 1).
 TEST_F(TrainingJobTest, TokensTooStaleForTheLeasingTrainersVersionAreMasked) {
-  std::ofstream(dir_ + "/late.py") << kLateTrainer;
+  WriteTrainerDouble(dir_ + "/late.py", kLateTrainer);
   const JobConfig config = Load(WriteConfig("late", "  command: [/usr/bin/python3, " + dir_ + "/late.py]\n  restarts: 0\n"));
   auto summary = RunRlJob(config, {});
   ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/late-trainer.log");
@@ -297,44 +314,23 @@ TEST_F(TrainingJobTest, TokensTooStaleForTheLeasingTrainersVersionAreMasked) {
 // that step) and exits, which ends the job. Resumed: leases whatever the job
 // serves for a while, writing each group id, and exits.
 constexpr char kResumingTrainer[] = R"PY(
-import json, os, shutil, sys, time, urllib.error, urllib.request
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
-here = os.path.dirname(root)
-def call(path, body=None):
-    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r) if r.status == 200 else None
 first = not os.path.exists(os.path.join(here, "first.txt"))
 if first:
     batch = call("/v1/batches?min_groups=2&max_groups=2&timeout=60&trainer_version=0")
     call("/v1/batches/%s/ack" % batch["lease"], {})
-    os.makedirs(os.path.join(root, "v000001"))
-    for f in ("config.json", "model.safetensors"):
-        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
+    write_checkpoint("v000001")
     call("/v1/weights", {"path": "v000001", "version": 1})
     with open(os.path.join(here, "first.txt"), "w") as out:
         out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
     sys.exit(0)
-with open(os.path.join(here, "second.txt"), "w") as out:
-    while True:
-        try:
-            batch = call("/v1/batches?min_groups=1&timeout=20&trainer_version=1")
-        except urllib.error.HTTPError:
-            break  # 409: the queue closed
-        if batch is None:
-            break  # nothing for 20 s
-        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
-        out.flush()
-        call("/v1/batches/%s/ack" % batch["lease"], {})
+train_until_quiet("second.txt", trainer_version=1, quiet_s=20)
 )PY";
 
 // The groups a published checkpoint holds (acked at version 0, then version
 // 1 published) are recorded trained, and a resumed job does not serve them
 // again; the old job queued every finished group again on --resume.
 TEST_F(TrainingJobTest, AResumedJobDoesNotServeAgainTheGroupsAPublishedCheckpointHolds) {
-  std::ofstream(dir_ + "/resuming.py") << kResumingTrainer;
+  WriteTrainerDouble(dir_ + "/resuming.py", kResumingTrainer);
   const JobConfig config =
       Load(WriteConfig("resuming", "  command: [/usr/bin/python3, " + dir_ + "/resuming.py]\n  restarts: 0\n"));
   auto first = RunRlJob(config, {});
@@ -369,34 +365,14 @@ TEST_F(TrainingJobTest, AResumedJobDoesNotServeAgainTheGroupsAPublishedCheckpoin
 // job serves until nothing comes for 3 s or the queue closes, writing each
 // group id, acks it, then publishes version 1 (a copy of the model) and exits 0.
 constexpr char kDyingAfterAckTrainer[] = R"PY(
-import json, os, shutil, sys, urllib.error, urllib.request
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
-here = os.path.dirname(root)
-def call(path, body=None):
-    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r) if r.status == 200 else None
 if not os.path.exists(os.path.join(here, "first.txt")):
     batch = call("/v1/batches?min_groups=2&max_groups=2&timeout=60&trainer_version=0")
     call("/v1/batches/%s/ack" % batch["lease"], {"trained_at_version": 0, "into_version": 1})
     with open(os.path.join(here, "first.txt"), "w") as out:
         out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
     sys.exit(1)
-with open(os.path.join(here, "second.txt"), "w") as out:
-    while True:
-        try:
-            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
-        except urllib.error.HTTPError:
-            break  # 409: the queue closed
-        if batch is None:
-            break
-        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
-        call("/v1/batches/%s/ack" % batch["lease"], {})
-os.makedirs(os.path.join(root, "v000001"))
-for f in ("config.json", "model.safetensors"):
-    shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
+train_until_quiet("second.txt", trainer_version=0, quiet_s=3)
+write_checkpoint("v000001")
 call("/v1/weights", {"path": "v000001", "version": 1})
 )PY";
 
@@ -411,7 +387,7 @@ std::set<int64_t> ReadIds(const std::string& path) {
 // holding that update: its successor resumes without it, so the job serves
 // those groups again (the old job counted them consumed for good: lost).
 TEST_F(TrainingJobTest, AGroupAckedByATrainerThatDiedBeforeItsCheckpointIsServedAgain) {
-  std::ofstream(dir_ + "/dying.py") << kDyingAfterAckTrainer;
+  WriteTrainerDouble(dir_ + "/dying.py", kDyingAfterAckTrainer);
   const JobConfig config =
       Load(WriteConfig("dying", "  command: [/usr/bin/python3, " + dir_ + "/dying.py]\n  restarts: 1\n"));
   auto summary = RunRlJob(config, {});
@@ -436,23 +412,12 @@ TEST_F(TrainingJobTest, AGroupAckedByATrainerThatDiedBeforeItsCheckpointIsServed
 // /v1/weights says, leases what the job serves until nothing comes for 3 s
 // or the queue closes, writing each group id, and exits 0.
 constexpr char kUnpublishedCheckpointTrainer[] = R"PY(
-import json, os, shutil, sys, time, urllib.error, urllib.request
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-root, token = args["--checkpoint-root"], open(args["--token-file"]).read().strip()
-here = os.path.dirname(root)
-def call(path, body=None):
-    req = urllib.request.Request(args["--api"] + path, data=None if body is None else json.dumps(body).encode(),
-                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.load(r) if r.status == 200 else None
 if not os.path.exists(os.path.join(here, "first.txt")):
     batch = call("/v1/batches?min_groups=2&max_groups=2&timeout=60&trainer_version=0")
     call("/v1/batches/%s/ack" % batch["lease"], {})
     with open(os.path.join(here, "first.txt"), "w") as out:
         out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
-    os.makedirs(os.path.join(root, "v000001"))
-    for f in ("config.json", "model.safetensors"):
-        shutil.copy(os.path.join(args["--model"], f), os.path.join(root, "v000001"))
+    write_checkpoint("v000001")
     open(os.path.join(here, "written.txt"), "w").close()
     time.sleep(600)
 try:
@@ -461,16 +426,7 @@ except urllib.error.HTTPError as e:
     weights = {"error": e.code}
 with open(os.path.join(here, "weights.json"), "w") as out:
     json.dump(weights, out)
-with open(os.path.join(here, "second.txt"), "w") as out:
-    while True:
-        try:
-            batch = call("/v1/batches?min_groups=1&timeout=3&trainer_version=0")
-        except urllib.error.HTTPError:
-            break  # 409: the queue closed
-        if batch is None:
-            break
-        out.write("".join("%d\n" % g["group_id"] for g in batch["groups"]))
-        call("/v1/batches/%s/ack" % batch["lease"], {})
+train_until_quiet("second.txt", trainer_version=0, quiet_s=3)
 )PY";
 
 // The job is killed after an ack whose checkpoint was written but never
@@ -479,7 +435,7 @@ with open(os.path.join(here, "second.txt"), "w") as out:
 // on disk, and serves those groups again. The old job resumed on the
 // highest checkpoint on disk, unpublished, whose groups it served again.
 TEST_F(TrainingJobTest, AJobKilledBeforeAWrittenCheckpointWasPublishedResumesOnThePublishedWeights) {
-  std::ofstream(dir_ + "/unpublished.py") << kUnpublishedCheckpointTrainer;
+  WriteTrainerDouble(dir_ + "/unpublished.py", kUnpublishedCheckpointTrainer);
   const std::string config_path =
       WriteConfig("unpublished", "  command: [/usr/bin/python3, " + dir_ + "/unpublished.py]\n  restarts: 0\n");
   const pid_t child = scheduler_test::StartRunQuietly(config_path);
