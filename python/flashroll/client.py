@@ -8,9 +8,12 @@ types: LeaseExpired (ack 409: drop the batch) and UnknownLease (ack 404).
 QueueClosed is a lease poll's 409: the job has finished.
 
 An ack whose reply never came (the connection dropped, perhaps after the
-job recorded it) is sent again, up to ACK_ATTEMPTS times: acks are
-idempotent, so a retry of one the job recorded is a 200 that changes
-nothing.
+job recorded it) or that the job answered 503 (it could not record the ack
+in its store, e.g. the store was busy) is sent again, up to ACK_ATTEMPTS
+times, waiting ACK_RETRY_SECONDS, doubled after each attempt up to
+ACK_RETRY_MAX_SECONDS, in between: acks are idempotent, so a retry of one
+the job recorded is a 200 that changes nothing. Without the retry the
+groups of an unrecorded ack would come back only when the trainer restarts.
 
 Thread safety: one connection per call, so a client may be shared by threads.
 """
@@ -48,8 +51,11 @@ def _error_message(body):
         return body.decode("utf-8", "replace")[:500] or "(no body)"
 
 
-ACK_ATTEMPTS = 5
+ACK_ATTEMPTS = 8
 ACK_RETRY_SECONDS = 0.5
+ACK_RETRY_MAX_SECONDS = 10.0
+# The ack answers worth sending again: no reply (0) and 503 (not recorded).
+_ACK_RETRIED = (0, 503)
 
 
 class TrainerClient:
@@ -106,18 +112,21 @@ class TrainerClient:
         (the lease's trainer_version); into_version: the version the step
         will publish (default trained_at_version + 1): the job holds the
         groups until a version >= it is published. Retried when no reply
-        came (module docstring). Returns True; raises LeaseExpired (409) or
-        UnknownLease (404)."""
+        came or the job could not record it (503; module docstring). Returns
+        True; raises LeaseExpired (409), UnknownLease (404), or ApiError
+        (the last attempt's) once ACK_ATTEMPTS were not recorded."""
         body = {k: v for k, v in (("trained_at_version", trained_at_version), ("into_version", into_version))
                 if v is not None}
+        wait = ACK_RETRY_SECONDS
         for attempt in range(1, ACK_ATTEMPTS + 1):
             try:
                 self._lease_call(lease, "ack", body or None)
                 return True
             except ApiError as e:
-                if e.status != 0 or attempt == ACK_ATTEMPTS:
+                if e.status not in _ACK_RETRIED or attempt == ACK_ATTEMPTS:
                     raise
-                time.sleep(ACK_RETRY_SECONDS * attempt)
+                time.sleep(wait)
+                wait = min(2 * wait, ACK_RETRY_MAX_SECONDS)
 
     def renew(self, lease):
         """Keeps a live lease for the job's lease_timeout from now (a step that

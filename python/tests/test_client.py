@@ -8,6 +8,7 @@ sandboxes do.
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 import warnings
@@ -124,6 +125,38 @@ def test_a_job_through_the_client(job):
     assert job.ack(last) is True
     with pytest.raises(QueueClosed, match="closed"):  # every group handed out, rollouts done
         job.lease(1, timeout=5)
+
+
+def test_an_ack_the_job_could_not_record_is_sent_again(job, tmp_path):
+    """The job records an ack in its store before answering; while another
+    connection holds the store's write lock that write fails (busy, after
+    the store's 5 s busy timeout) and the ack is a 503. The client sends it
+    again, after the lock is let go, and the store records it: the groups do
+    not wait for a trainer restart to come back (the old client raised)."""
+    batch = job.lease(2, timeout=120)  # both groups: every rollout has written its samples
+    assert batch is not None and len(batch.groups) == 2
+    store = sqlite3.connect(tmp_path / "store.db", timeout=30, isolation_level=None)
+    store.execute("BEGIN IMMEDIATE")
+    answers = []
+    request = job._request
+
+    def request_and_let_go_on_503(*args, **kwargs):
+        reply = request(*args, **kwargs)
+        answers.append(reply[0])
+        if reply[0] == 503 and store.in_transaction:
+            store.execute("COMMIT")
+        return reply
+
+    job._request = request_and_let_go_on_503
+    try:
+        assert job.ack(batch, trained_at_version=0, into_version=1) is True
+    finally:
+        if store.in_transaction:
+            store.execute("COMMIT")
+    assert answers[0] == 503 and answers[-1] == 200, answers
+    acked = store.execute("SELECT count(*) FROM samples WHERE acked_into_version = 1").fetchone()[0]
+    assert acked == sum(len(g.samples) for g in batch.groups) == 4
+    store.close()
 
 
 def test_a_poll_timeout_is_none():
