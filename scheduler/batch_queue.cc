@@ -157,6 +157,14 @@ Status BatchQueue::Ack(const std::string& lease_id, std::optional<int64_t> into_
   return EndedError(lease_id, it->second);
 }
 
+bool BatchQueue::MayBeAcked(const std::string& lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReclaimExpiredLocked(Now());
+  if (live_.count(lease_id)) return true;
+  auto it = finished_.find(lease_id);
+  return it != finished_.end() && it->second.how == Ended::kAcked;
+}
+
 void BatchQueue::Durable(int64_t version) {
   std::lock_guard<std::mutex> lock(mu_);
   std::erase_if(undurable_, [&](const auto& entry) { return entry.second.into_version <= version; });

@@ -110,6 +110,11 @@ class BatchQueue {
   // ReturnUndurable (above); without, they are gone for good.
   Status Ack(const std::string& lease_id, std::optional<int64_t> into_version = std::nullopt);
 
+  // Whether an Ack of `lease_id` can still answer OK: the lease is live, or
+  // acknowledged and still remembered (a retry). False once it expired, was
+  // released or is forgotten.
+  bool MayBeAcked(const std::string& lease_id);
+
   // A checkpoint of `version` is durable: the groups acknowledged into a
   // version <= `version` are consumed for good.
   void Durable(int64_t version);

@@ -200,11 +200,38 @@ void TrainerApi::RememberServed(const BatchLease& lease, int64_t version) {
   }
   std::lock_guard<std::mutex> lock(served_mu_);
   served_[lease.id] = std::move(served);
-  served_order_.push_back(lease.id);
-  while (served_order_.size() > kLeaseMemory) {
-    served_.erase(served_order_.front());
-    served_order_.pop_front();
+  if (served_.size() - recorded_order_.size() <= sweep_at_) return;
+  // The queue's lock is taken under served_mu_, never the other way round.
+  size_t unrecorded = 0;
+  for (auto it = served_.begin(); it != served_.end();) {
+    if (it->second.recorded) {
+      ++it;
+    } else if (queue_->MayBeAcked(it->first)) {
+      ++unrecorded;
+      ++it;
+    } else {
+      it = served_.erase(it);
+    }
   }
+  sweep_at_ = std::max(kLeaseMemory, 2 * unrecorded);
+}
+
+void TrainerApi::MarkRecorded(const std::string& lease) {
+  std::lock_guard<std::mutex> lock(served_mu_);
+  auto it = served_.find(lease);
+  if (it == served_.end() || it->second.recorded) return;
+  it->second.recorded = true;
+  it->second.sample_ids.clear();
+  recorded_order_.push_back(lease);
+  while (recorded_order_.size() > kLeaseMemory) {
+    served_.erase(recorded_order_.front());
+    recorded_order_.pop_front();
+  }
+}
+
+size_t TrainerApi::TEST_RememberedLeases() {
+  std::lock_guard<std::mutex> lock(served_mu_);
+  return served_.size();
 }
 
 Result<Json> TrainerApi::AckBatch(const HttpRequest& request) {
@@ -242,17 +269,16 @@ Result<Json> TrainerApi::AckBatch(const HttpRequest& request) {
   }
   FR_RETURN_IF_ERROR(queue_->Ack(lease, into_version));
   if (served && !served->recorded && on_trained_) {
-    FR_RETURN_IF_ERROR(on_trained_(at, into_version, served->sample_ids).Wrap("recording the ack of lease " + lease));
-  }
-  if (served) {
-    // Kept, not erased: a retry is checked against this lease's version (not
-    // the one published since) and records nothing twice.
-    std::lock_guard<std::mutex> lock(served_mu_);
-    if (auto it = served_.find(lease); it != served_.end()) {
-      it->second.recorded = true;
-      it->second.sample_ids.clear();
+    // Whatever failed (a busy store, a full disk), the ack was not recorded
+    // and its retry may be: 503, which the trainer's client sends again.
+    if (Status recorded = on_trained_(at, into_version, served->sample_ids); !recorded.ok()) {
+      return Status::Unavailable("lease " + lease + ": the ack was not recorded (" + recorded.ToString() +
+                                 "); send it again: acks are idempotent");
     }
   }
+  // Kept, not erased: a retry is checked against this lease's version (not
+  // the one published since) and records nothing twice.
+  if (served) MarkRecorded(lease);
   return Json{{"lease", lease}};
 }
 

@@ -30,15 +30,20 @@
 //        was computed against) or a V <= T. V, the version the step will
 //        publish, defaults to T + 1. The first 200 of a lease calls
 //        on_trained with T, V and the samples it served (until it succeeds:
-//        its error is the ack's, and a retried ack calls it again); the
-//        groups stay in the queue, consumed, until a version >= V is
-//        published (BatchQueue::Durable) or ReturnUndurable.
+//        its failure is a 503 naming the lease, and a retried ack calls it
+//        again); the groups stay in the queue, consumed, until a version
+//        >= V is published (BatchQueue::Durable) or ReturnUndurable. A
+//        lease is remembered until its ack is recorded, however many are
+//        served meanwhile, so an ack the queue takes always reaches
+//        on_trained.
 //   POST /v1/weights {"path": string, "version": int >= 0}
 //        -> 200 {"path", "version"} once on_weights accepted them; its error
 //        Status otherwise (HttpStatusFromCode); 400 naming a missing,
 //        mistyped or unknown field; 409 for a version at or below the
 //        checkpoints on disk when the trainer last (re)started (written by a
-//        trainer since dead, whose acked groups were served again)
+//        trainer since dead, whose acked groups were served again).
+//        Whether a second POST of a version is a retry (same path: 200) or
+//        a conflict (another path: 409) is on_weights' to say.
 //   GET  /v1/weights -> 200 {"version", "path", "next_version"}: the last
 //        published version (null path before any) and the lowest version
 //        the trainer may publish next: above every version the engine has
@@ -130,6 +135,9 @@ class TrainerApi {
   ReturnedGroups ReturnUndurable(int64_t on_disk);
 
   int port() const { return server_.port(); }
+
+  // How many served leases are remembered now (tests of the memory bound).
+  size_t TEST_RememberedLeases();
   std::string base_url() const { return server_.base_url(); }
 
   // How often a long poll looks up from the queue to see whether Stop() was
@@ -152,17 +160,26 @@ class TrainerApi {
 
   const TrainedCallback on_trained_;
   const int64_t max_staleness_;
-  // Served leases' trainer_version and samples, for on_trained; the oldest are
-  // forgotten past kLeaseMemory (an expired lease is never acknowledged).
+  // Served leases' trainer_version and samples, for on_trained. A lease is
+  // remembered until its ack is recorded (then as one of the last
+  // kLeaseMemory recorded, for a retry's check) or until the queue can no
+  // longer ack it (expired, released): an ack the queue takes always
+  // finds its samples, however many leases were served since.
   struct ServedLease {
     int64_t version = 0;
     std::vector<int64_t> sample_ids;
     bool recorded = false;  // acked and reported to on_trained (its samples dropped)
   };
   static constexpr size_t kLeaseMemory = 4096;
+  // Marks `lease` recorded and forgets the oldest recorded past kLeaseMemory.
+  void MarkRecorded(const std::string& lease);
   std::mutex served_mu_;
   std::map<std::string, ServedLease> served_;  // guarded by served_mu_
-  std::deque<std::string> served_order_;       // oldest first; guarded by served_mu_
+  std::deque<std::string> recorded_order_;     // recorded leases, oldest first; guarded by served_mu_
+  // Unrecorded leases past which RememberServed forgets those the queue can
+  // no longer ack (doubled with what is left, so the sweeps cost O(1) a
+  // lease); guarded by served_mu_.
+  size_t sweep_at_ = kLeaseMemory;
   Result<Json> GetWeights();
 
   // Serialises acks, publishes and ReturnUndurable: what a publish makes

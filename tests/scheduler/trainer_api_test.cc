@@ -177,6 +177,33 @@ TEST_F(TrainerApiTest, ARetriedAckAfterItsVersionWasPublishedChangesNothing) {
   EXPECT_EQ(trained_, (std::vector<Ids>{{0, 1, 2}}));
 }
 
+// An ack reaches on_trained however many leases were served after its own
+// (the old API forgot a lease's samples after 4,096 newer leases and
+// answered its ack 200 without recording it); the leases that can no longer
+// be acked (expired here) are forgotten, so the memory stays bounded.
+TEST_F(TrainerApiTest, AnAckRecordsItsLeaseAfterThousandsOfNewerLeases) {
+  constexpr int64_t kNewer = 4200;  // more than the 4,096 leases the old API remembered
+  for (int64_t g = 1; g <= kNewer + 2; ++g) ASSERT_TRUE(queue_->Add(MakeGroup(g)).ok());
+  const BatchLease first = LeaseOverHttp("timeout=0&max_groups=1&trainer_version=0");
+  for (int64_t i = 0; i < kNewer; ++i) {
+    ASSERT_EQ(Get("/v1/batches?timeout=0&max_groups=1&trainer_version=0").status, 200) << "lease " << i;
+  }
+  const HttpResponse ack = Post("/v1/batches/" + first.id + "/ack", R"({"trained_at_version": 0, "into_version": 1})");
+  EXPECT_EQ(ack.status, 200) << ack.body;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(trained_, (std::vector<Ids>{{0, 1, 2}})) << "the ack of lease " << first.id << " was not recorded";
+  }
+  EXPECT_EQ(api_->TEST_RememberedLeases(), static_cast<size_t>(kNewer + 1));
+  clock_.Advance(seconds(11));  // the newer leases expire unacked, their groups queued again
+  size_t remembered = api_->TEST_RememberedLeases();
+  for (int64_t i = 0; i < 2 * kNewer && remembered > static_cast<size_t>(kNewer); ++i) {
+    ASSERT_EQ(Get("/v1/batches?timeout=0&max_groups=1&trainer_version=0").status, 200) << "lease " << i;
+    remembered = api_->TEST_RememberedLeases();
+  }
+  EXPECT_LT(remembered, static_cast<size_t>(kNewer)) << "the expired leases are forgotten";
+}
+
 TEST_F(TrainerApiTest, EveryRouteRequiresTheToken) {
   ASSERT_TRUE(queue_->Add(MakeGroup(1)).ok());
   for (const std::string& token : {std::string(), std::string("wrong-token")}) {
