@@ -649,6 +649,15 @@ Result<std::optional<PublishedVersion>> LatestWeightVersion(Database& db, int64_
   return std::optional<PublishedVersion>(PublishedVersion{stmt.ColumnInt64(0), std::string(stmt.ColumnText(1))});
 }
 
+Result<std::optional<std::string>> WeightVersionPath(Database& db, int64_t job_id, int64_t version) {
+  FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("SELECT path FROM weight_versions WHERE job_id = ?1 AND version = ?2"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
+  FR_RETURN_IF_ERROR(stmt.Bind(2, version));
+  FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(stmt.ColumnText(0)));
+}
+
 Status RecordWeightVersion(Database& db, int64_t job_id, int64_t version, std::string_view path) {
   const std::string what = "record weight version " + std::to_string(version) + " of job " + std::to_string(job_id);
   FR_ASSIGN_OR_RETURN(Statement stmt, db.Prepare("INSERT INTO weight_versions (job_id, version, path, created_at_ms)"

@@ -209,6 +209,10 @@ struct PublishedVersion {
 // The highest weight version recorded for a job, or nullopt for none.
 Result<std::optional<PublishedVersion>> LatestWeightVersion(sqlite::Database& db, int64_t job_id);
 
+// The path weights `version` of a job were published at, or nullopt when
+// that version was never published.
+Result<std::optional<std::string>> WeightVersionPath(sqlite::Database& db, int64_t job_id, int64_t version);
+
 // Records that the trainer published weights `version` for a job at `path`.
 // Returns OK; kAlreadyExists when the job already has that version;
 // kInvalidArgument for an unknown job or a negative version.

@@ -23,7 +23,15 @@ Status AckLedger::Published(const std::string& path, int64_t version, const std:
   const std::string what = "recording published version " + std::to_string(version);
   std::lock_guard<std::mutex> lock(mu_);
   FR_ASSIGN_OR_RETURN(sqlite::Transaction txn, sqlite::Transaction::Begin(*db_));
-  if (Status s = store::RecordWeightVersion(*db_, job_id_, version, path); !s.ok() && s.code() != Code::kAlreadyExists) {
+  if (Status s = store::RecordWeightVersion(*db_, job_id_, version, path); s.code() == Code::kAlreadyExists) {
+    // Recorded and accepted together before: a retry of that publish
+    // changes nothing; weights of the same version at another path are
+    // other weights under a number already taken.
+    FR_ASSIGN_OR_RETURN(std::optional<std::string> earlier, store::WeightVersionPath(*db_, job_id_, version));
+    if (earlier == path) return Status::Ok();
+    return Status::AlreadyExists("version " + std::to_string(version) + " was already published at " +
+                                 earlier.value_or("?") + ", not at " + path + ": a version is published once");
+  } else if (!s.ok()) {
     return s.Wrap(what);
   }
   FR_ASSIGN_OR_RETURN(std::vector<store::AckedSample> acked, store::AckedUpTo(*db_, job_id_, version));
@@ -49,15 +57,25 @@ Result<std::optional<store::PublishedVersion>> ResumePoint(sqlite::Database& db,
   return latest;
 }
 
-int64_t HighestCheckpointOnDisk(const std::string& dir) {
-  int64_t highest = -1;
+Result<int64_t> HighestCheckpointOnDisk(const std::string& dir) {
+  const auto unreadable = [&](const std::string& path, const std::error_code& ec) {
+    return Status::IoError("checkpoint root " + dir + ": cannot read " + path + ": errno " +
+                           std::to_string(ec.value()) + " (" + ec.message() + ")");
+  };
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() < 2 || name.size() > 16 || name[0] != 'v' || !entry.is_directory(ec)) continue;
+  std::filesystem::directory_iterator entries(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return int64_t{-1};  // no trainer has written one yet
+  if (ec) return unreadable(dir, ec);
+  int64_t highest = -1;
+  for (; entries != std::filesystem::directory_iterator(); entries.increment(ec)) {
+    const std::string name = entries->path().filename().string();
+    if (name.size() < 2 || name.size() > 16 || name[0] != 'v') continue;
     if (name.find_first_not_of("0123456789", 1) != std::string::npos) continue;
-    highest = std::max<int64_t>(highest, std::stoll(name.substr(1)));
+    const bool is_dir = entries->is_directory(ec);
+    if (ec) return unreadable(entries->path().string(), ec);
+    if (is_dir) highest = std::max<int64_t>(highest, std::stoll(name.substr(1)));
   }
+  if (ec) return unreadable(dir, ec);
   return highest;
 }
 

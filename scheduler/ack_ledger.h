@@ -44,7 +44,9 @@ class AckLedger {
   // version is recorded, the samples acked into a version <= it are
   // recorded trained (trained_at_version and the mask the step trained
   // with), and `accept` (the engine's check and load) runs; an error from
-  // `accept` rolls it all back and is returned.
+  // `accept` rolls it all back and is returned. A version already recorded
+  // at the same `path` is a retry: OK, and nothing runs again; at another
+  // path, kAlreadyExists naming both paths.
   Status Published(const std::string& path, int64_t version, const std::function<Status()>& accept);
 
   // Clears the acks into a version above `durable_version`, which no
@@ -66,7 +68,10 @@ class AckLedger {
 Result<std::optional<store::PublishedVersion>> ResumePoint(sqlite::Database& db, int64_t job_id);
 
 // The highest version of a v<digits> directory in `dir` (complete or not:
-// a checkpoint a dead trainer wrote counts), or -1 for none.
-int64_t HighestCheckpointOnDisk(const std::string& dir);
+// a checkpoint a dead trainer wrote counts), or -1 for none (`dir` missing
+// included). Fails closed: a `dir` that cannot be read (not a directory,
+// no permission, ...) is a kIoError naming it and errno, never "none"
+// (which would let a dead trainer's unpublished version be published).
+Result<int64_t> HighestCheckpointOnDisk(const std::string& dir);
 
 }  // namespace flashroll

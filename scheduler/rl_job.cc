@@ -660,7 +660,7 @@ Status Job::StartTraining() {
   api.max_staleness = config_.scheduler.max_staleness;
   api.initial_version = WeightVersion();
   if (resume_point_) api.initial_path = resume_point_->path;
-  api.refuse_at_or_below = HighestCheckpointOnDisk(config_.training.checkpoint_dir);
+  FR_ASSIGN_OR_RETURN(api.refuse_at_or_below, HighestCheckpointOnDisk(config_.training.checkpoint_dir));
   FR_ASSIGN_OR_RETURN(ledger_, AckLedger::Open(config_.store_path, job_id_, config_.scheduler.max_staleness));
   api.on_weights = [this](const std::string& path, int64_t version) {
     return ledger_->Published(path, version, [&] { return weights_->Start(path, version); });
@@ -711,16 +711,21 @@ Status Job::StartTraining() {
 }
 
 void Job::TrainerRestarting() {
-  const ReturnedGroups returned =
-      trainer_api_->ReturnUndurable(HighestCheckpointOnDisk(config_.training.checkpoint_dir));
+  const auto fail = [this](const Status& error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_error_.ok()) first_error_ = error.Wrap("restarting the trainer");
+    stop_ = true;
+    cv_.notify_all();
+  };
+  // Not knowing which versions the dead trainer wrote, the job could not
+  // refuse them: it stops rather than guess.
+  const Result<int64_t> on_disk = HighestCheckpointOnDisk(config_.training.checkpoint_dir);
+  if (!on_disk.ok()) return fail(on_disk.status());
+  const ReturnedGroups returned = trainer_api_->ReturnUndurable(*on_disk);
   auto forgotten = ledger_->Forget(returned.durable_version);
   if (!forgotten.ok()) {
     // Left recorded, the next published version would mark them trained.
-    std::lock_guard<std::mutex> lock(mu_);
-    if (first_error_.ok()) first_error_ = forgotten.status().Wrap("restarting the trainer");
-    stop_ = true;
-    cv_.notify_all();
-    return;
+    return fail(forgotten.status());
   }
   log::Info("the dead trainer's unpublished work is served again",
             {{"durable_version", std::to_string(returned.durable_version)},
