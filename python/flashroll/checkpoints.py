@@ -3,10 +3,15 @@
   ROOT/v000001/  config.json, generation_config.json, model.safetensors
                  (the engine's layout: the source model's tensor names, shapes
                  and dtypes), trainer_state.pt (fp32 master weights,
-                 optimizer state, step, version, RNG states, the groups
-                 trained into these weights) and trained_groups.json
-                 (those groups, for readers without torch: {"version",
-                 "groups"})
+                 optimizer state, step, version, RNG states, how many
+                 groups were trained into these weights) and
+                 step_groups.json (the step that made this version, for
+                 readers without torch, STEP_FIELDS below)
+
+step_groups.json holds the groups of one step, not every group trained so
+far (that list grew with every step; the job's store has it): following
+trained_at_version from a version back to 0 gives the steps, and so the
+groups, its weights hold.
 
 A version is written into ROOT/.v000001.tmp-PID, every file and the
 directory fsync'd, then renamed into place and ROOT fsync'd, so a directory
@@ -24,6 +29,12 @@ import torch
 from flashroll import model as model_lib
 
 FILES = ("config.json", "generation_config.json", "model.safetensors", "trainer_state.pt")
+STEP_FILE = "step_groups.json"
+# version: this checkpoint's; trained_at_version: the version whose weights
+# the step started from (its loss was computed with them); groups: the ids
+# of the groups the step trained; groups_trained: how many groups these
+# weights hold in all (the step's and every earlier one's).
+STEP_FIELDS = ("version", "trained_at_version", "groups", "groups_trained")
 _NAME = re.compile(r"^v(\d{6,})$")
 
 
@@ -73,11 +84,15 @@ def _fsync(path):
         os.close(fd)
 
 
-def write(root, version, model, src_dir, trainer_state, trained_groups=()):
+def write(root, version, model, src_dir, trainer_state, step):
     """Writes checkpoint `version` of `model` (in src_dir's layout) with
-    `trainer_state` (a dict for torch.save) and `trained_groups` (the ids of
-    every group trained into these weights) and returns its path relative
-    to root. Refuses a version that already has a directory."""
+    `trainer_state` (a dict for torch.save) and `step` (a dict with
+    STEP_FIELDS' trained_at_version, groups and groups_trained) and returns
+    its path relative to root. Refuses a version that already has a
+    directory."""
+    step = {"version": version, **step}
+    if tuple(sorted(step)) != tuple(sorted(STEP_FIELDS)):
+        raise ValueError(f"checkpoint {version}: step has {sorted(step)}, want {sorted(STEP_FIELDS)}")
     name = version_dir(version)
     final = os.path.join(root, name)
     if os.path.exists(final):
@@ -87,9 +102,9 @@ def write(root, version, model, src_dir, trainer_state, trained_groups=()):
     shutil.rmtree(tmp, ignore_errors=True)
     model_lib.save_checkpoint(model, src_dir, tmp)
     torch.save(trainer_state, os.path.join(tmp, "trainer_state.pt"))
-    with open(os.path.join(tmp, "trained_groups.json"), "w") as f:
-        json.dump({"version": version, "groups": list(trained_groups)}, f)
-    for f in FILES + ("trained_groups.json",):
+    with open(os.path.join(tmp, STEP_FILE), "w") as f:
+        json.dump({k: step[k] for k in STEP_FIELDS}, f)
+    for f in FILES + (STEP_FILE,):
         _fsync(os.path.join(tmp, f))
     _fsync(tmp)
     os.rename(tmp, final)

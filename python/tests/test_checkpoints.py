@@ -28,16 +28,18 @@ def test_latest_is_the_highest_complete_version(tmp_path):
 
 def test_write_is_atomic_and_in_the_engine_layout(tmp_path):
     model = load_model(DEFAULT_MODEL)
-    name = checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {"step": 1, "version": 1}, [4, 7])
+    step = {"trained_at_version": 0, "groups": [4, 7], "groups_trained": 2}
+    name = checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {"step": 1, "version": 1}, step)
     assert name == "v000001"
     assert sorted(os.listdir(tmp_path)) == ["v000001"]  # the temp directory was renamed
-    assert sorted(os.listdir(tmp_path / name)) == sorted(checkpoints.FILES + ("trained_groups.json",))
-    assert json.load(open(tmp_path / name / "trained_groups.json")) == {"version": 1, "groups": [4, 7]}
+    assert sorted(os.listdir(tmp_path / name)) == sorted(checkpoints.FILES + ("step_groups.json",))
+    assert json.load(open(tmp_path / name / "step_groups.json")) == {
+        "version": 1, "trained_at_version": 0, "groups": [4, 7], "groups_trained": 2}
     assert safetensors_io.read_header(tmp_path / name / "model.safetensors")[:2] == \
         safetensors_io.read_header(f"{DEFAULT_MODEL}/model.safetensors")[:2]
     assert checkpoints.load_state(tmp_path / name) == {"step": 1, "version": 1}
     with pytest.raises(FileExistsError, match="v000001 already exists"):
-        checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {})
+        checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {}, step)
     assert checkpoints.version_dir(1234567) == "v1234567"
     assert torch.equal(load_model(tmp_path / name).model.norm.weight, model.model.norm.weight)
 

@@ -117,6 +117,10 @@ def test_old_checkpoints_are_pruned_after_each_publish(tmp_path, groups):
     assert checkpoints.versions(tmp_path / "ckpt") == [2, 3]
 
 
+def step_groups(tmp_path, version):
+    return json.load(open(tmp_path / "ckpt" / checkpoints.version_dir(version) / "step_groups.json"))
+
+
 def test_resume_continues_from_the_jobs_last_published_checkpoint(tmp_path, groups, capsys):
     with FakeTrainerApi(groups[:2]) as api:
         assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 1)) == 0
@@ -128,10 +132,15 @@ def test_resume_continues_from_the_jobs_last_published_checkpoint(tmp_path, grou
     assert api.weights == [("v000002", 2), ("v000003", 3)]
     assert [r["step"] for r in read_log(tmp_path)] == [1, 2, 3]
     assert state["step"] == 1 and state["version"] == 1 and set(state) >= {"model", "optimizer", "rng"}
-    # Every checkpoint lists the groups trained into it, resumed ones too.
-    assert json.load(open(tmp_path / "ckpt" / "v000003" / "trained_groups.json")) == {
-        "version": 3, "groups": [0, 1, 2, 3, 4, 5]}
-    assert checkpoints.load_state(tmp_path / "ckpt" / "v000003")["trained_groups"] == [0, 1, 2, 3, 4, 5]
+    # Each checkpoint names its own step's groups and the version it trained
+    # at (the chain back to 0 gives every group in the weights) and counts
+    # them all, resumed ones too; nothing in it grows with the steps.
+    assert [step_groups(tmp_path, v) for v in (1, 2, 3)] == [
+        {"version": 1, "trained_at_version": 0, "groups": [0, 1], "groups_trained": 2},
+        {"version": 2, "trained_at_version": 1, "groups": [2, 3], "groups_trained": 4},
+        {"version": 3, "trained_at_version": 2, "groups": [4, 5], "groups_trained": 6}]
+    assert checkpoints.load_state(tmp_path / "ckpt" / "v000003")["groups_trained"] == 6
+    assert "trained_groups" not in checkpoints.load_state(tmp_path / "ckpt" / "v000003")
     # At --steps already: nothing leased, nothing published.
     with FakeTrainerApi(groups[:2], published=("v000003", 3)) as api:
         assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 3)) == 0
@@ -146,7 +155,7 @@ def test_a_checkpoint_the_job_never_published_is_not_resumed_from(tmp_path, grou
     with FakeTrainerApi(groups[2:4], published=("v000001", 1)) as api:
         assert loop.main(grpo.Grpo, "test", grpo.add_flags, argv(api, tmp_path, 2)) == 0
     assert api.weights == [("v000003", 3)], "above every version on disk"
-    assert json.load(open(tmp_path / "ckpt" / "v000003" / "trained_groups.json"))["groups"] == [0, 1, 2, 3]
+    assert step_groups(tmp_path, 3) == {"version": 3, "trained_at_version": 1, "groups": [2, 3], "groups_trained": 4}
 
 
 def test_each_ack_names_the_version_that_trained_it_and_the_one_it_goes_into(tmp_path, groups):

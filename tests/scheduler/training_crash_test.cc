@@ -5,10 +5,13 @@
 // it) — some of the kills forced by the trainer's test hook
 // (FLASHROLL_TEST_HOLD_DIR, python/flashroll/trainers/loop.py) into the
 // window between an ack and the publish of the checkpoint that holds it.
-// After each recovery the store's consumed set (groups recorded trained)
-// must be exactly the groups the last published checkpoint lists as trained
-// into its weights (trained_groups.json), none listed twice: no group
-// trained twice into the weights, none consumed and lost.
+// After each recovery the store's consumed set (groups recorded trained,
+// each with the version its step went into) must be exactly the groups of
+// the steps the last published weights hold: from that checkpoint back to
+// version 0 along each one's trained_at_version (step_groups.json), every
+// link published, each step's groups the store's for that version, none in
+// two steps, and the count the trainer kept equal: no group trained twice
+// into the weights, none consumed and lost.
 //
 // `make test` runs a few kills; `make test-slow` (FLASHROLL_SLOW_TESTS=1)
 // 22 of the job and 22 of the trainer (docs/TESTING.md).
@@ -18,11 +21,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -46,7 +51,12 @@ using Clock = std::chrono::steady_clock;
 // What the store says was trained, read in one snapshot.
 struct Consumed {
   int64_t published = -1;        // the highest published version (-1: none)
+  std::set<int64_t> versions;    // every published version
   std::set<int64_t> groups;      // groups with samples recorded trained
+  // Those groups by the version their step went into (acked_into_version),
+  // and the version it trained at (trained_at_version).
+  std::map<int64_t, std::set<int64_t>> groups_into;
+  std::map<int64_t, std::set<int64_t>> trained_at_of;  // into version -> trained_at versions
 };
 
 class TrainingJobCrashTest : public ::testing::Test {
@@ -111,10 +121,19 @@ class TrainingJobCrashTest : public ::testing::Test {
     if (!db.ok()) return out;
     // One read transaction: the version and what it made durable together.
     if (!(*db)->Exec("BEGIN").ok()) return out;
-    auto version = (*db)->Prepare("SELECT coalesce(max(version), -1) FROM weight_versions");
-    if (version.ok() && *version->Step()) out.published = version->ColumnInt64(0);
-    auto groups = (*db)->Prepare("SELECT DISTINCT group_id FROM samples WHERE trained_at_version IS NOT NULL");
-    while (groups.ok() && *groups->Step()) out.groups.insert(groups->ColumnInt64(0));
+    auto versions = (*db)->Prepare("SELECT version FROM weight_versions");
+    while (versions.ok() && *versions->Step()) {
+      out.versions.insert(versions->ColumnInt64(0));
+      out.published = std::max(out.published, versions->ColumnInt64(0));
+    }
+    auto groups = (*db)->Prepare("SELECT DISTINCT group_id, acked_into_version, trained_at_version FROM samples"
+                                 " WHERE trained_at_version IS NOT NULL");
+    while (groups.ok() && *groups->Step()) {
+      const int64_t group = groups->ColumnInt64(0), into = groups->ColumnInt64(1);
+      out.groups.insert(group);
+      out.groups_into[into].insert(group);
+      out.trained_at_of[into].insert(groups->ColumnInt64(2));
+    }
     (void)(*db)->Exec("COMMIT");
     return out;
   }
@@ -135,28 +154,44 @@ class TrainingJobCrashTest : public ::testing::Test {
     return version;
   }
 
-  // The store's consumed set against the last published checkpoint's list.
+  // The store's consumed set against the steps the last published weights
+  // hold: the chain of checkpoints from it back to version 0.
   void ExpectConsumedMatchesTheWeights(const std::string& when) {
     const Consumed consumed = ReadConsumed();
     ASSERT_GE(consumed.published, 1) << when;
-    char name[32];
-    std::snprintf(name, sizeof(name), "v%06lld", static_cast<long long>(consumed.published));
-    const std::string path = dir_ + "/crash-checkpoints/" + name + "/trained_groups.json";
-    const std::string text = ReadAll(path);
-    ASSERT_FALSE(text.empty()) << when << ": no " << path;
-    const nlohmann::json listed = nlohmann::json::parse(text);
-    std::multiset<int64_t> in_weights;
-    for (const auto& g : listed["groups"]) in_weights.insert(g.get<int64_t>());
-    for (int64_t g : in_weights) {
-      EXPECT_EQ(in_weights.count(g), 1u) << when << ": group " << g << " trained twice into " << name;
+    std::set<int64_t> in_weights;
+    int64_t groups_trained = -1;  // the count the published checkpoint kept
+    for (int64_t version = consumed.published; version > 0;) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "v%06lld", static_cast<long long>(version));
+      const std::string path = dir_ + "/crash-checkpoints/" + name + "/step_groups.json";
+      const std::string text = ReadAll(path);
+      ASSERT_FALSE(text.empty()) << when << ": no " << path;
+      const nlohmann::json step = nlohmann::json::parse(text);
+      ASSERT_EQ(step["version"], version) << when << ": " << path;
+      EXPECT_TRUE(consumed.versions.count(version)) << when << ": the weights hold " << name << ", never published";
+      if (groups_trained < 0) groups_trained = step["groups_trained"].get<int64_t>();
+      std::set<int64_t> step_groups;
+      for (const auto& g : step["groups"]) {
+        const int64_t group = g.get<int64_t>();
+        EXPECT_TRUE(step_groups.insert(group).second) << when << ": group " << group << " twice in " << name;
+        EXPECT_TRUE(in_weights.insert(group).second) << when << ": group " << group << " trained twice into the weights, "
+                                                     << name << " and a later step";
+      }
+      const auto stored = consumed.groups_into.find(version);
+      EXPECT_EQ(step_groups, stored == consumed.groups_into.end() ? std::set<int64_t>{} : stored->second)
+          << when << ": the groups " << name << "'s step trained against the store's for that version";
+      const int64_t trained_at = step["trained_at_version"].get<int64_t>();
+      if (const auto at = consumed.trained_at_of.find(version); at != consumed.trained_at_of.end()) {
+        EXPECT_EQ(at->second, std::set<int64_t>{trained_at}) << when << ": trained_at_version of " << name;
+      }
+      ASSERT_LT(trained_at, version) << when << ": " << path;
+      version = trained_at;
     }
-    const std::set<int64_t> weights(in_weights.begin(), in_weights.end());
     for (int64_t g : consumed.groups) {
-      EXPECT_TRUE(weights.count(g)) << when << ": group " << g << " recorded trained, but not in " << name;
+      EXPECT_TRUE(in_weights.count(g)) << when << ": group " << g << " recorded trained, but in no step the weights hold";
     }
-    for (int64_t g : weights) {
-      EXPECT_TRUE(consumed.groups.count(g)) << when << ": group " << g << " in " << name << " but not recorded trained";
-    }
+    EXPECT_EQ(groups_trained, static_cast<int64_t>(in_weights.size())) << when << ": the trainer's count";
     ++checks_;
   }
 

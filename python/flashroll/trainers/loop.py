@@ -27,8 +27,9 @@ Per step:
      taken. A step that ends before its ack (an error, SIGTERM) releases
      the lease;
   4. clip the gradient norm, AdamW step;
-  5. write checkpoint version v (checkpoints.py; its trainer_state.pt and
-     trained_groups.json list every group trained into these weights) and
+  5. write checkpoint version v (checkpoints.py; its step_groups.json names
+     the groups this step trained, the version it trained at and how many
+     groups the weights hold in all) and
      POST /v1/weights with its path relative to --checkpoint-root: this
      makes the step durable, and the job records its groups trained;
   6. one JSON line to --log, one short line to stderr.
@@ -186,7 +187,7 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
         self.max_tokens = args.max_tokens or self.model.config.max_position_embeddings
         self.step, self.version = 0, 0
-        self.trained_groups = []  # every group trained into the current weights, in order
+        self.groups_trained = 0  # how many groups the current weights hold
         # The weights of version - 1 (the last step's starting point), for
         # the mismatch of a batch sampled one version behind; None until a
         # step has been taken in this process.
@@ -208,7 +209,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.version = state["step"], state["version"]
-        self.trained_groups = list(state.get("trained_groups", []))
+        # A checkpoint written before the count listed every group instead.
+        self.groups_trained = state.get("groups_trained", len(state.get("trained_groups", [])))
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
@@ -216,7 +218,7 @@ class Trainer:
 
     def _state(self):
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "step": self.step, "version": self.version, "trained_groups": self.trained_groups,
+                "step": self.step, "version": self.version, "groups_trained": self.groups_trained,
                 "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
                 "args": vars(self.args)}
 
@@ -352,9 +354,10 @@ class Trainer:
         self.optimizer.step()
         self.step += 1
         self.version, self.next_version = into, into + 1
-        self.trained_groups += [g.group_id for g in batch.groups]
+        self.groups_trained += len(batch.groups)
         path = checkpoints.write(args.checkpoint_root, self.version, self.model, args.model, self._state(),
-                                 self.trained_groups)
+                                 {"trained_at_version": trained_at, "groups": [g.group_id for g in batch.groups],
+                                  "groups_trained": self.groups_trained})
         _test_hold("written", self.step, self.step % 2 == 1)
         self.client.publish_weights(path, self.version)
         if args.keep_checkpoints > 0:
