@@ -181,6 +181,16 @@ ALTER TABLE samples ADD COLUMN acked_into_version INTEGER
 CREATE INDEX samples_job_acked ON samples (job_id, acked_into_version) WHERE acked_into_version IS NOT NULL;
 )sql";
 
+// Version 5: infrastructure failures kept apart. `failure_kind` names why a
+// failed sample's failure was no outcome of the agent's (rollout/
+// failure_kind.h; NULL otherwise, and for every older sample). The sandbox
+// manager's event names are stored as it names them: its init's exit was
+// stored as pid1_exit.
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE samples ADD COLUMN failure_kind TEXT;
+UPDATE sandbox_events SET kind = 'init_exit' WHERE kind = 'pid1_exit';
+)sql";
+
 // int32 little-endian, whatever the host order, so a store file moves
 // between machines.
 std::vector<uint8_t> EncodeInt32s(std::span<const int32_t> values) {
@@ -285,7 +295,8 @@ Status InsertTurn(Statement& stmt, const Turn& turn) {
 }  // namespace
 
 const std::vector<sqlite::Migration>& Migrations() {
-  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}};
+  static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
+                                                                {5, kSchemaV5}};
   return migrations;
 }
 
@@ -337,10 +348,21 @@ const char* SandboxEventKindName(SandboxEventKind kind) {
     case SandboxEventKind::kCreated: return "created";
     case SandboxEventKind::kDestroyed: return "destroyed";
     case SandboxEventKind::kOom: return "oom";
-    case SandboxEventKind::kPid1Exit: return "pid1_exit";
+    case SandboxEventKind::kInitExit: return "init_exit";
     case SandboxEventKind::kRootfsDamage: return "rootfs_damage";
+    case SandboxEventKind::kTimeout: return "timeout";
+    case SandboxEventKind::kTeardownFailed: return "teardown_failed";
   }
   return "unknown";
+}
+
+std::optional<SandboxEventKind> ParseSandboxEventKind(std::string_view name) {
+  for (SandboxEventKind kind : {SandboxEventKind::kCreated, SandboxEventKind::kDestroyed, SandboxEventKind::kOom,
+                                SandboxEventKind::kInitExit, SandboxEventKind::kRootfsDamage, SandboxEventKind::kTimeout,
+                                SandboxEventKind::kTeardownFailed}) {
+    if (name == SandboxEventKindName(kind)) return kind;
+  }
+  return std::nullopt;
 }
 
 Result<int64_t> CreateJob(Database& db, std::string_view name, std::string_view config_yaml) {
@@ -481,8 +503,8 @@ Status CompleteSample(Database& db, const SampleOutcome& outcome, std::span<cons
   FR_ASSIGN_OR_RETURN(Statement update,
                       db.Prepare("UPDATE samples SET status = ?2, reward = ?3, first_policy_version = ?4,"
                                  " last_policy_version = ?5, reasoning_tokens = ?6, total_tokens = ?7, error = ?8,"
-                                 " finished_at_ms = ?9, generate_ms = ?10, tool_ms = ?11, verify_ms = ?12, reward_parts_json = ?13"
-                                 " WHERE id = ?1"));
+                                 " finished_at_ms = ?9, generate_ms = ?10, tool_ms = ?11, verify_ms = ?12, reward_parts_json = ?13,"
+                                 " failure_kind = ?14 WHERE id = ?1"));
   Status status = update.Bind(1, outcome.sample_id);
   if (status.ok()) status = update.Bind(2, SampleStatusName(outcome.status));
   if (status.ok()) status = update.Bind(3, outcome.reward);
@@ -499,6 +521,9 @@ Status CompleteSample(Database& db, const SampleOutcome& outcome, std::span<cons
   if (status.ok()) status = update.Bind(12, outcome.verify_ms);
   if (status.ok()) {
     status = outcome.reward_parts_json.empty() ? update.Bind(13, nullptr) : update.Bind(13, outcome.reward_parts_json);
+  }
+  if (status.ok()) {
+    status = outcome.failure_kind.empty() ? update.Bind(14, nullptr) : update.Bind(14, outcome.failure_kind);
   }
   if (status.ok()) status = update.Run();
   if (status.ok()) status = txn->Commit();

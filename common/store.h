@@ -28,7 +28,7 @@
 namespace flashroll::store {
 
 // The schema version this build writes; Migrations().size().
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 // The store's numbered migrations, oldest first.
 const std::vector<sqlite::Migration>& Migrations();
@@ -49,13 +49,16 @@ enum class JobStatus { kRunning, kPaused, kCompleted, kFailed };
 // drop, or an aborted or interrupted attempt once the job resumed).
 enum class SampleStatus { kQueued, kRunning, kCompleted, kFailed, kAborted, kSuperseded };
 enum class TurnRole { kSystem, kUser, kAssistant, kTool };
-enum class SandboxEventKind { kCreated, kDestroyed, kOom, kPid1Exit, kRootfsDamage };
+// The sandbox manager's event kinds, under its names (sandbox/events.h).
+enum class SandboxEventKind { kCreated, kDestroyed, kOom, kInitExit, kRootfsDamage, kTimeout, kTeardownFailed };
 
-// The names stored in the database ("running", "pid1_exit", ...).
+// The names stored in the database ("running", "init_exit", ...).
 const char* JobStatusName(JobStatus status);
 const char* SampleStatusName(SampleStatus status);
 const char* TurnRoleName(TurnRole role);
 const char* SandboxEventKindName(SandboxEventKind kind);
+// The kind named `name` (as the sandbox manager names it), or nullopt.
+std::optional<SandboxEventKind> ParseSandboxEventKind(std::string_view name);
 
 // Creates a job in status "running". Returns its id, or kAlreadyExists when
 // a job of that name exists (resume it by name instead).
@@ -137,6 +140,9 @@ struct SampleOutcome {
   int64_t tool_ms = 0;
   int64_t verify_ms = 0;
   std::string reward_parts_json;  // e.g. {"verifier": 1, "length": -0.04}; empty = none
+  // An infrastructure failure's kind (rollout/failure_kind.h names them;
+  // empty = none: the sample's outcome is the agent's).
+  std::string failure_kind;
 };
 
 // Finishes a queued or running sample in one transaction: appends `turns`

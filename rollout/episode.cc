@@ -45,7 +45,8 @@ std::optional<std::string> Interrupted(const EpisodeOptions& options) {
 // The verdict on `task`'s outcome. A check that reads the workspace runs in
 // the one ForVerification returns, after every process of the agent's is
 // gone; a working directory too large to copy fails the task (the agent
-// filled it), any other failure there is the machinery's.
+// filled it), any other failure there is the machinery's (an error), as is
+// a check that could not be set up (Verdict::machinery_failed).
 Result<Verdict> Judge(const Task& task, const std::string& final_answer, Workspace& workspace) {
   if (!VerdictReadsWorkspace(task)) return VerifyTask(task, final_answer, workspace);
   auto checked = workspace.ForVerification();
@@ -56,6 +57,14 @@ Result<Verdict> Judge(const Task& task, const std::string& final_answer, Workspa
   return VerifyTask(task, final_answer, **checked);
 }
 
+// Ends `episode` as an infrastructure failure.
+void Broke(Episode& episode, FailureKind kind, const Status& why) {
+  episode.stop_reason = "infrastructure";
+  episode.failure_kind = kind;
+  episode.failure = why.ToString();
+  episode.verdict = {false, std::string(FailureKindName(kind)) + ": " + episode.failure};
+}
+
 }  // namespace
 
 Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
@@ -63,9 +72,11 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
                            const EpisodeOptions& options) {
   const int32_t im_end = tokenizer.TokenId("<|im_end|>");
   if (im_end < 0) return Status::InvalidArgument("tokenizer has no <|im_end|> token: not a ChatML model");
-  FR_RETURN_IF_ERROR(PrepareWorkspace(task, workspace));
-
   Episode episode;
+  if (Status prepared = PrepareWorkspace(task, workspace); !prepared.ok()) {
+    Broke(episode, FailureKind::kHarnessCrash, prepared);
+    return episode;
+  }
   AppendText(tokenizer,
              "<|im_start|>system\n" + scaffold.SystemPrompt(options.effort) + "<|im_end|>\n<|im_start|>user\n",
              &episode);
@@ -115,7 +126,13 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
             }
           },
           [&] { return (interrupted = Interrupted(options)).has_value(); });
-      if (!stopped.ok()) return stopped.status().Wrap("episode " + task.id + ", turn " + std::to_string(turn_index));
+      if (!stopped.ok()) {
+        turn.token_end = static_cast<int64_t>(episode.tokens.size());
+        episode.turns.push_back(std::move(turn));
+        Broke(episode, FailureKind::kPolicyUnreachable,
+              stopped.status().Wrap("episode " + task.id + ", turn " + std::to_string(turn_index)));
+        break;
+      }
       if (*stopped && interrupted) {
         turn.token_end = static_cast<int64_t>(episode.tokens.size());
         turn.generate_ms = MsSince(generate_start);
@@ -152,7 +169,17 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
     }
     turn.command = parsed->command;
     const auto tool_start = std::chrono::steady_clock::now();
-    FR_ASSIGN_OR_RETURN(turn.tool_result, workspace.Exec(turn.command, options.tool_timeout));
+    // A command that could not run at all found the sandbox gone before it
+    // started (SandboxWorkspace::Exec); one that died while it ran is a
+    // result, the agent's outcome.
+    Result<ExecResult> ran = workspace.Exec(turn.command, options.tool_timeout);
+    if (!ran.ok()) {
+      episode.turns.push_back(std::move(turn));
+      Broke(episode, FailureKind::kSandboxLost,
+            ran.status().Wrap("episode " + task.id + ", turn " + std::to_string(turn_index) + ": the command"));
+      break;
+    }
+    turn.tool_result = std::move(ran).value();
     turn.tool_ms = MsSince(tool_start);
     AppendText(tokenizer, "\n<|im_start|>tool\n", &episode);
     AppendText(tokenizer, Scaffold::RenderToolResult(turn.tool_result), &episode, /*content=*/true);
@@ -167,9 +194,18 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
         std::span<const int32_t>(episode.tokens).subspan(static_cast<size_t>(turn.token_begin),
                                                          static_cast<size_t>(turn.token_end - turn.token_begin)));
   }
+  if (episode.failure_kind) return episode;
   const auto verify_start = std::chrono::steady_clock::now();
   if (episode.answered || !task.answer_file.empty()) {
-    FR_ASSIGN_OR_RETURN(episode.verdict, Judge(task, episode.final_answer, workspace));
+    Result<Verdict> verdict = Judge(task, episode.final_answer, workspace);
+    if (!verdict.ok() || verdict->machinery_failed) {
+      Broke(episode, FailureKind::kVerifierCrash,
+            verdict.ok() ? Status::Internal("episode " + task.id + ": the check could not be set up: " + verdict->reason)
+                         : verdict.status());
+      episode.verify_ms = MsSince(verify_start);
+      return episode;
+    }
+    episode.verdict = *verdict;
   } else {
     episode.verdict = {false, "no answer (" + episode.stop_reason + ")" +
                                   (episode.verdict.reason.empty() ? "" : ": " + episode.verdict.reason)};

@@ -18,12 +18,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "engine/serving/engine.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "rollout/failure_kind.h"
 #include "rollout/policy.h"
 #include "rollout/scaffold.h"
 #include "tasks/task.h"
@@ -70,8 +72,14 @@ struct Episode {
   std::string final_answer;
   bool answered = false;
   Verdict verdict;
-  // "answer", "format_error", "max_turns", "max_tokens", "deadline", "cancelled"
+  // "answer", "format_error", "max_turns", "max_tokens", "deadline",
+  // "cancelled", "infrastructure"
   std::string stop_reason;
+  // Set (with stop_reason "infrastructure") when the episode broke for a
+  // reason no token the policy sampled could have caused (failure_kind.h):
+  // it is no outcome of the agent's, and `failure` says what broke.
+  std::optional<FailureKind> failure_kind;
+  std::string failure;
   int64_t verify_ms = 0;
   int64_t reasoning_tokens() const;  // over all turns
 };
@@ -80,9 +88,11 @@ struct Episode {
 // files) with turns from `policy`. A verdict that reads the workspace is
 // taken in workspace.ForVerification() (tasks/workspace.h): after every
 // process of the agent's is gone, over a copy of its working directory;
-// `workspace` is not usable afterwards. Errors only for failures of the
-// machinery (policy, workspace), naming the task and turn; a badly
-// formatted turn ends the episode with verdict.success false.
+// `workspace` is not usable afterwards. A failure of the machinery (the
+// task's files, the policy, a command that could not run, the check's
+// set-up) ends the episode with its failure_kind set, naming the task and
+// turn; a badly formatted turn ends it with verdict.success false. Errors
+// only for a tokenizer that is not ChatML.
 Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
                            const Scaffold& scaffold, const Task& task, Workspace& workspace,
                            const EpisodeOptions& options);

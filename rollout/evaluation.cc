@@ -57,6 +57,7 @@ nlohmann::json EvalReport::ToJson() const {
   for (const auto& [name, c] : by_family) out["by_family"][name] = CountsJson(c);
   for (const auto& [effort, c] : by_effort) out["by_effort"][std::to_string(effort)] = CountsJson(c);
   for (const auto& [d, c] : by_difficulty) out["by_difficulty"][std::to_string(d)] = CountsJson(c);
+  out["failure_kinds"] = failure_kinds;
   out["episodes"] = nlohmann::json::array();
   for (const EvalEpisode& e : episodes) {
     out["episodes"].push_back(
@@ -76,6 +77,11 @@ std::string EvalReport::ToText() const {
   text += "by difficulty:\n";
   for (const auto& [d, c] : by_difficulty) text += CountsLine("d=" + std::to_string(d), c);
   text += CountsLine("total", total);
+  if (!failure_kinds.empty()) {
+    text += "not counted, the environment broke:";
+    for (const auto& [kind, n] : failure_kinds) text += " " + kind + " " + std::to_string(n);
+    text += "\n";
+  }
   return text;
 }
 
@@ -113,13 +119,27 @@ Result<EvalReport> Evaluate(Policy& policy, const engine::Tokenizer& tokenizer,
       episode_options.max_turns = options.max_turns;
       episode_options.max_tokens = options.max_tokens;
       Result<Episode> episode = Status::Internal("not run");
+      std::string failure_kind, failure;
       {
         auto workspace = SandboxWorkspace::Create(manager, options.sandbox);
-        episode = workspace.ok() ? RunEpisode(policy, tokenizer, *cell.scaffold, task, **workspace, episode_options)
-                                 : Result<Episode>(workspace.status());
+        if (workspace.ok()) {
+          episode = RunEpisode(policy, tokenizer, *cell.scaffold, task, **workspace, episode_options);
+        } else {
+          failure_kind = FailureKindName(FailureKind::kSandboxStart);
+          failure = workspace.status().ToString();
+        }
+      }
+      if (episode.ok() && episode->failure_kind) {
+        failure_kind = FailureKindName(*episode->failure_kind);
+        failure = episode->failure;
       }
       std::lock_guard<std::mutex> lock(mu);
       if (progress) progress->Advance();
+      if (!failure_kind.empty()) {
+        report.failure_kinds[failure_kind] += 1;
+        if (report.failures.size() < 12) report.failures.push_back(task.id + ": " + failure_kind + ": " + failure);
+        continue;
+      }
       if (!episode.ok()) {
         if (first_error.ok()) first_error = episode.status().Wrap(task.id);
         continue;

@@ -71,7 +71,11 @@ struct EvalReport {
   std::map<int, EvalCounts> by_difficulty;
   EvalCounts total;
   std::vector<std::string> failures;  // why a few episodes failed, for a human to read
-  std::vector<EvalEpisode> episodes;   // every episode that ran, by index
+  // Episodes whose environment broke (failure_kind.h), by kind: they say
+  // nothing of the model, so they are in no count above and not in
+  // `episodes` (a paired comparison skips their index).
+  std::map<std::string, int> failure_kinds;
+  std::vector<EvalEpisode> episodes;   // every episode that ran to an outcome of the agent's, by index
 
   nlohmann::json ToJson() const;
   std::string ToText() const;

@@ -182,7 +182,33 @@ Result<ExecResult> SandboxWorkspace::Exec(const std::string& command, std::chron
   request.cwd = kWorkDir;
   request.timeout = timeout;
   request.max_output_bytes = size_t{1} << 20;
-  FR_ASSIGN_OR_RETURN(sandbox::ExecResult result, manager_.Exec(id_, request));
+  // Whose failure a dead sandbox is depends on when it died: before the
+  // command started (its init or the manager died while no command of the
+  // agent's ran) it is the machinery's, an error; while the command ran,
+  // the command may have caused it (rollout/failure_kind.h), so it is the
+  // command's result. A death the crash watcher has not seen yet when the
+  // command starts counts as the command's: never the other way round.
+  const auto started = std::chrono::system_clock::now();
+  Result<sandbox::SandboxInfo> before = manager_.Info(id_);
+  if (!before.ok() || before->state != sandbox::State::kRunning) {
+    return Status::Unavailable("sandbox " + id_ + " was gone before the command started: " +
+                               (before.ok() ? std::string(sandbox::StateName(before->state)) : before.status().ToString()));
+  }
+  Result<sandbox::ExecResult> ran = manager_.Exec(id_, request);
+  if (!ran.ok()) {
+    if (auto events = manager_.EventsSince(id_, 0); events.ok()) {
+      for (const sandbox::SandboxEvent& event : events->events) {
+        if (event.kind == sandbox::EventKind::kInitExit && event.time < started) {
+          return ran.status().Wrap("sandbox " + id_ + ": its init exited before the command started");
+        }
+      }
+    }
+    ExecResult died;
+    died.exit_code = 137;
+    died.stderr_text = "the sandbox died while the command ran: " + ran.status().ToString();
+    return died;
+  }
+  sandbox::ExecResult& result = *ran;
   ExecResult out;
   out.exit_code = result.timed_out ? 124 : result.exit_code;
   out.timed_out = result.timed_out;

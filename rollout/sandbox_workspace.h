@@ -34,6 +34,9 @@ Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, co
 
 class SandboxWorkspace : public Workspace {
  public:
+  // Exec: an error (kUnavailable) only when the sandbox was gone before the
+  // command started; a sandbox that dies while it runs is a result (exit
+  // 137, stderr says so): the command may have caused it.
   static Result<std::unique_ptr<SandboxWorkspace>> Create(sandbox::Manager& manager,
                                                           const sandbox::SandboxSpec& spec);
   ~SandboxWorkspace() override;

@@ -47,7 +47,9 @@ Result<int64_t> ExportJsonl(sqlite::Database& db, int64_t job_id, std::ostream& 
                            {"reasoning_tokens", t.reasoning_tokens},
                            {"trained_at_version", s.trained_at_version ? nlohmann::json(*s.trained_at_version)
                                                                         : nlohmann::json(nullptr)},
-                           {"status", t.status}};
+                           {"status", t.status},
+                           {"failure_kind", s.failure_kind.empty() ? nlohmann::json(nullptr)
+                                                                   : nlohmann::json(s.failure_kind)}};
     if (!s.error.empty()) line["error"] = s.error;
     out << line.dump() << '\n';
     if (!out) return Status::IoError("export: write failed after sample " + std::to_string(id));

@@ -103,6 +103,7 @@ Schema JobConfigSchema(bool training_map) {
                                  .Optional("rate_limits", Schema::Any())
                                  .Optional("sample_timeout", Schema::Duration(0))
                                  .Optional("stall_timeout", Schema::Duration(0))
+                                 .Optional("infra_retries", Schema::Int(0, 100))
                                  .Optional("max_samples", Schema::Int(0, 1'000'000'000))
                                  .Optional("synchronous", Schema::Bool()))
       .Optional("rewards", Schema::Map()
@@ -339,6 +340,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.scheduler.batch_groups = ReadInt(s, "batch_groups", c.scheduler.batch_groups);
     c.scheduler.warmup_samples = ReadInt(s, "warmup_samples", c.scheduler.warmup_samples);
     c.scheduler.warmup_min_tokens = ReadInt(s, "warmup_min_tokens", c.scheduler.warmup_min_tokens);
+    c.scheduler.infra_retries = ReadInt(s, "infra_retries", c.scheduler.infra_retries);
     c.scheduler.sample_timeout = ReadDuration(s, "sample_timeout", c.scheduler.sample_timeout);
     c.scheduler.stall_timeout = ReadDuration(s, "stall_timeout", c.scheduler.stall_timeout);
     c.scheduler.max_samples = ReadInt(s, "max_samples", c.scheduler.max_samples);

@@ -81,6 +81,10 @@ struct JobConfig {
     // No sample finished, no token generated, no group consumed and no
     // weights published for this long: the job fails naming why. 0 = never.
     std::chrono::milliseconds stall_timeout{std::chrono::minutes(10)};
+    // A slot whose attempt failed for the infrastructure (rollout/
+    // failure_kind.h) runs again up to this many times; then it is kept as
+    // failed, out of its group's statistics, and its task is quarantined.
+    int64_t infra_retries = 2;
     int64_t max_samples = 0;        // stop after this many groups' samples; 0 = every task x effort x G
     bool synchronous = false;       // batch-level baseline instead of sample-level dispatch
   } scheduler;

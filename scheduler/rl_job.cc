@@ -25,6 +25,7 @@
 #include "rewards/length_reward.h"
 #include "rewards/sample_reward.h"
 #include "rollout/episode.h"
+#include "rollout/failure_kind.h"
 #include "rollout/sandbox_workspace.h"
 #include "rollout/scaffold.h"
 #include "sandbox/sandbox.h"
@@ -100,6 +101,10 @@ class Job {
   void Worker();
   // Runs one sample and records it; then tells the scheduler.
   void RunSample(sqlite::Database& db, const SampleTicket& ticket);
+  // Records the sandbox manager's events of a sample's sandbox (its OOM
+  // kills, init exit, rootfs damage, timeouts, failed teardowns: the
+  // repercussion signal) and that it was destroyed.
+  void RecordSandboxEvents(sqlite::Database& db, const std::string& sandbox_id, int64_t sample_id);
   // Under mu_: advantages for each finished group, recorded and queued.
   // `opened_here`: the groups were opened by this run's scheduler (not
   // finished before a resume).
@@ -236,6 +241,7 @@ Status Job::Open() {
   policy.warmup_min_tokens = config_.scheduler.warmup_min_tokens;
   policy.rate_limits = config_.scheduler.rate_limits;
   policy.synchronous = config_.scheduler.synchronous;
+  policy.infra_retries = config_.scheduler.infra_retries;
   scheduler_ = std::make_unique<SampleScheduler>(policy, plan, Clock::now());
   summary_.groups_total = scheduler_->groups_total();
 
@@ -326,6 +332,9 @@ void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups,
       if (first_error_.ok()) first_error_ = samples.status().Wrap("group " + std::to_string(group_id));
       continue;
     }
+    // An infrastructure failure is no outcome of the agent's: it stays out
+    // of the group's statistics and of training, whatever rewards.failed.
+    std::erase_if(*samples, [](const StoredSample& s) { return !s.failure_kind.empty(); });
     std::vector<GroupMember> members;
     for (const StoredSample& s : *samples) members.push_back({s.sample.reward, s.sample.status != "completed"});
     const auto advantages = GroupAdvantages(
@@ -355,6 +364,25 @@ void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups,
       if (opened_here) scheduler_->Unqueued(1);
     }
   }
+}
+
+void Job::RecordSandboxEvents(sqlite::Database& db, const std::string& sandbox_id, int64_t sample_id) {
+  store::SandboxEvent event;
+  event.sandbox_id = sandbox_id;
+  event.sample_id = sample_id;
+  if (auto page = manager_->EventsSince(sandbox_id, 0); page.ok()) {
+    for (const sandbox::SandboxEvent& e : page->events) {
+      const std::optional<store::SandboxEventKind> kind = store::ParseSandboxEventKind(sandbox::EventKindName(e.kind));
+      // Its creation and destruction are the job's own doing, recorded once below.
+      if (!kind || *kind == store::SandboxEventKind::kCreated || *kind == store::SandboxEventKind::kDestroyed) continue;
+      event.kind = *kind;
+      event.detail_json = nlohmann::json{{"detail", e.detail}}.dump();
+      (void)store::RecordSandboxEvent(db, event);
+    }
+  }
+  event.kind = store::SandboxEventKind::kDestroyed;
+  event.detail_json = "{}";
+  (void)store::RecordSandboxEvent(db, event);
 }
 
 void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
@@ -390,6 +418,9 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
     episode_options.deadline = Clock::now() + config_.scheduler.sample_timeout;
   }
   Result<Episode> episode = Status::Internal("not run");
+  // Set when the attempt failed for a reason no token of the policy's
+  // could have caused: the slot runs again (within scheduler.infra_retries).
+  std::optional<FailureKind> failure_kind;
   std::string sandbox_id;
   {
     Result<std::unique_ptr<SandboxWorkspace>> workspace = Status::Internal("not created");
@@ -400,10 +431,22 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
     }
     if (workspace.ok()) {
       sandbox_id = (*workspace)->id();
-      episode = RunEpisode(*policy_, *tokenizer_, *scaffold_, task, **workspace, episode_options);
+      try {
+        episode = RunEpisode(*policy_, *tokenizer_, *scaffold_, task, **workspace, episode_options);
+      } catch (const std::bad_alloc&) {
+        // The sandbox's memory is its cgroup's; this allocation was the job's.
+        episode = Status::ResourceExhausted("episode " + task.id + ": the job ran out of memory");
+        failure_kind = FailureKind::kHostOom;
+      }
     } else {
-      episode = workspace.status();
+      episode = workspace.status().Wrap("sandbox for " + task.id);
+      failure_kind = FailureKind::kSandboxStart;
     }
+  }
+  if (episode.ok() && episode->failure_kind) {
+    failure_kind = episode->failure_kind;
+  } else if (!episode.ok() && !failure_kind) {
+    failure_kind = FailureKind::kHarnessCrash;  // RunEpisode's own errors: the harness's
   }
 
   store::SampleOutcome outcome;
@@ -411,12 +454,13 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
   std::vector<store::Turn> turns;
   int64_t generated = 0;
   bool failed = false;
-  if (!episode.ok()) {
-    // The environment or the machinery broke: a failed sample, flagged so
-    // the trainer never learns from it (the report's repercussion signal).
+  if (failure_kind) {
+    // The environment or the machinery broke: no outcome of the agent's,
+    // so no reward, and never trained on (the report's repercussion signal).
     failed = true;
     outcome.status = store::SampleStatus::kFailed;
-    outcome.error = episode.status().ToString();
+    outcome.failure_kind = FailureKindName(*failure_kind);
+    outcome.error = episode.ok() ? episode->failure : episode.status().ToString();
   } else if (episode->stop_reason == "cancelled") {
     outcome.status = store::SampleStatus::kAborted;
     outcome.error = "cancelled: the job stopped";
@@ -454,13 +498,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
     }
     turns = TrajectoryTurns(*sample_id, e, *tokenizer_, WeightVersion(), config_.scheduler.max_staleness);
   }
-  if (!sandbox_id.empty()) {
-    store::SandboxEvent event;
-    event.sandbox_id = sandbox_id;
-    event.sample_id = *sample_id;
-    event.kind = store::SandboxEventKind::kDestroyed;
-    (void)store::RecordSandboxEvent(db, event);
-  }
+  if (!sandbox_id.empty()) RecordSandboxEvents(db, sandbox_id, *sample_id);
 
   std::lock_guard<std::mutex> lock(mu_);
   if (outcome.status == store::SampleStatus::kAborted) {
@@ -469,10 +507,27 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
     cv_.notify_all();
     return;
   }
-  const bool kept = scheduler_->Finish(ticket, generated, failed);
+  const bool kept = scheduler_->Finish(ticket, generated, failed, failure_kind.has_value());
+  if (failure_kind) {
+    const std::string kind = FailureKindName(*failure_kind);
+    summary_.failure_kinds[kind] += 1;
+    summary_.failure_kinds_by_task[task.id][kind] += 1;
+    log::Warn("infrastructure failure", {{"task", task.id}, {"kind", kind}, {"error", outcome.error},
+                                         {"run_again", kept ? "no" : "yes"}});
+    if (scheduler_->quarantined().count(ticket.task_index) &&
+        std::find(summary_.quarantined_tasks.begin(), summary_.quarantined_tasks.end(), task.id) ==
+            summary_.quarantined_tasks.end()) {
+      summary_.quarantined_tasks.push_back(task.id);
+      summary_.groups_total = scheduler_->groups_total();
+      log::Warn("task quarantined: its environment keeps failing",
+                {{"task", task.id}, {"kind", kind}, {"groups_not_run", std::to_string(scheduler_->groups_quarantined())}});
+    }
+  }
   if (!kept) {
     outcome.status = store::SampleStatus::kSuperseded;
-    outcome.error = "warm-up drop: " + std::to_string(generated) + " tokens, under scheduler.warmup_min_tokens";
+    outcome.error = failure_kind ? "infrastructure failure, the slot runs again: " + outcome.error
+                                 : "warm-up drop: " + std::to_string(generated) +
+                                       " tokens, under scheduler.warmup_min_tokens";
   }
   if (Status s = store::CompleteSample(db, outcome, kept ? turns : std::vector<store::Turn>{}); !s.ok()) {
     if (first_error_.ok()) first_error_ = s;

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/json.h"
 #include "common/status.h"
@@ -52,6 +53,11 @@ struct RlJobSummary {
   double mean_batch = 0;     // mean running sequences while busy
   double engine_tokens_per_second = 0;
   std::map<int, EffortSummary> by_effort;
+  // Infrastructure failures (rollout/failure_kind.h), every attempt, by kind
+  // and by task then kind; the tasks quarantined for them.
+  std::map<std::string, int64_t> failure_kinds;
+  std::map<std::string, std::map<std::string, int64_t>> failure_kinds_by_task;
+  std::vector<std::string> quarantined_tasks;
   // Training jobs: the engine's final weight version, how often the trainer
   // was restarted, the fixed evaluation before/after and the trainer's log.
   int64_t weight_version = 0;

@@ -20,6 +20,16 @@ std::string RlJobSummary::ToText() const {
   std::string text = "job " + std::to_string(job_id) + " " + status + ": " + std::to_string(groups_done) + "/" +
                      std::to_string(groups_total) + " groups, " + std::to_string(samples_done) + " samples this run (" +
                      std::to_string(samples_dropped) + " dropped in warm-up) in " + Fixed(wall_seconds, 1) + " s\n";
+  if (!failure_kinds.empty()) {
+    text += "infrastructure failures (not rewarded, the slot ran again):";
+    for (const auto& [kind, n] : failure_kinds) text += " " + kind + " " + std::to_string(n);
+    text += "\n";
+  }
+  if (!quarantined_tasks.empty()) {
+    text += "quarantined (their environment kept failing):";
+    for (const std::string& task : quarantined_tasks) text += " " + task;
+    text += "\n";
+  }
   if (groups_unqueued > 0) {
     text += std::to_string(groups_unqueued) + " groups had no sample to train on (all failed, rewards.failed: exclude)\n";
   }
@@ -57,7 +67,11 @@ Json RlJobSummary::ToJson() const {
                                   {"mean_reward", e.reward_sum / n},
                                   {"mean_reasoning_tokens", static_cast<double>(e.reasoning_tokens) / n}};
   }
+  Json by_task = Json::object();
+  for (const auto& [task, kinds] : failure_kinds_by_task) by_task[task] = Json(kinds);
   return {{"job_id", job_id},       {"status", status},
+          {"failure_kinds", {{"by_kind", Json(failure_kinds)}, {"by_task", by_task}}},
+          {"quarantined_tasks", Json(quarantined_tasks)},
           {"groups_done", groups_done}, {"groups_total", groups_total}, {"groups_unqueued", groups_unqueued},
           {"samples_done", samples_done}, {"samples_dropped", samples_dropped},
           {"wall_seconds", wall_seconds}, {"busy_fraction", busy_fraction},

@@ -86,8 +86,27 @@ std::optional<SampleTicket> SampleScheduler::Next(Clock::time_point now) {
   return ticket;
 }
 
-bool SampleScheduler::Finish(const SampleTicket& ticket, int64_t generated_tokens, bool failed) {
+bool SampleScheduler::Finish(const SampleTicket& ticket, int64_t generated_tokens, bool failed, bool infra) {
   --in_flight_;
+  if (infra && ticket.infra_attempt < policy_.infra_retries) {
+    // Not the agent's outcome: the slot runs again, first in line.
+    ++infra_retried_;
+    SampleTicket again = ticket;
+    again.attempt += 1;
+    again.infra_attempt += 1;
+    ready_.insert(ready_.begin(), again);
+    return false;
+  }
+  if (infra && quarantined_.insert(ticket.task_index).second) {
+    // Its environment keeps failing: the groups of the task not opened yet
+    // never will.
+    const auto first = plan_.begin() + static_cast<std::ptrdiff_t>(next_group_);
+    const auto kept = std::remove_if(first, plan_.end(), [&](const GroupPlan& g) { return g.task_index == ticket.task_index; });
+    const auto removed = static_cast<int64_t>(plan_.end() - kept);
+    plan_.erase(kept, plan_.end());
+    total_groups_ -= removed;
+    groups_quarantined_ += removed;
+  }
   ++samples_finished_;
   if (!failed && samples_finished_ <= policy_.warmup_samples && generated_tokens < policy_.warmup_min_tokens) {
     ++dropped_;

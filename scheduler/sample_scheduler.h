@@ -50,6 +50,8 @@ struct SchedulerPolicy {
   int64_t warmup_min_tokens = 0;
   std::map<std::string, double> rate_limits;  // family -> samples per second
   bool synchronous = false;
+  // How often a slot runs again after an infrastructure failure (Finish).
+  int64_t infra_retries = 2;
 };
 
 // One group to run, in the order groups should open.
@@ -68,7 +70,8 @@ struct SampleTicket {
   int64_t task_index = 0;
   int effort = 100;
   int slot = 0;      // 0..G-1 within the group
-  int attempt = 0;   // > 0 when a warm-up drop re-runs the slot
+  int attempt = 0;   // > 0 when a warm-up drop or an infrastructure failure re-runs the slot
+  int infra_attempt = 0;  // infrastructure failures of this slot so far
 };
 
 class SampleScheduler {
@@ -81,9 +84,18 @@ class SampleScheduler {
   // staleness bound or a rate limit say wait (or nothing is left).
   std::optional<SampleTicket> Next(Clock::time_point now);
 
-  // A sample ended. Returns false when the warm-up dropped it (its slot
-  // runs again); true when it counts toward its group.
-  bool Finish(const SampleTicket& ticket, int64_t generated_tokens, bool failed);
+  // A sample ended. Returns false when the warm-up dropped it or it failed
+  // for the infrastructure (`infra`) within policy.infra_retries (its slot
+  // runs again); true when it counts toward its group. A slot whose
+  // infrastructure failures spent the retries counts (as failed) and
+  // quarantines its task: none of the task's groups opens from then on
+  // (they leave groups_total).
+  bool Finish(const SampleTicket& ticket, int64_t generated_tokens, bool failed, bool infra = false);
+
+  // Task indexes quarantined so far, and the groups that never opened for it.
+  const std::set<int64_t>& quarantined() const { return quarantined_; }
+  int64_t groups_quarantined() const { return groups_quarantined_; }
+  int64_t infra_retried() const { return infra_retried_; }
 
   // Groups whose every sample finished since the last call, in finishing order.
   std::vector<int64_t> TakeFinishedGroups();
@@ -138,6 +150,9 @@ class SampleScheduler {
   int64_t samples_finished_ = 0;
   int64_t dropped_ = 0;
   int64_t round_open_ = 0;  // synchronous: groups of the current round still open
+  std::set<int64_t> quarantined_;
+  int64_t groups_quarantined_ = 0;
+  int64_t infra_retried_ = 0;
 };
 
 }  // namespace flashroll

@@ -63,7 +63,7 @@ Result<StoredSample> LoadStoredSample(sqlite::Database& db, int64_t sample_id) {
   const std::string what = "sample " + std::to_string(sample_id);
   FR_ASSIGN_OR_RETURN(sqlite::Statement stmt,
                       db.Prepare("SELECT task_id, group_id, effort, status, reward, reward_parts_json, advantage,"
-                                 " reasoning_tokens, error, slot, trained_at_version FROM samples WHERE id = ?1"));
+                                 " reasoning_tokens, error, slot, trained_at_version, failure_kind FROM samples WHERE id = ?1"));
   FR_RETURN_IF_ERROR(stmt.Bind(1, sample_id));
   FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) return Status::NotFound("no " + what);
@@ -89,6 +89,7 @@ Result<StoredSample> LoadStoredSample(sqlite::Database& db, int64_t sample_id) {
   if (!stmt.IsNull(8)) out.error = stmt.ColumnText(8);
   if (!stmt.IsNull(9)) out.slot = static_cast<int>(stmt.ColumnInt64(9));
   if (!stmt.IsNull(10)) out.trained_at_version = stmt.ColumnInt64(10);
+  if (!stmt.IsNull(11)) out.failure_kind = stmt.ColumnText(11);
   s.success = s.reward_parts.count("verifier") && s.reward_parts["verifier"] >= 1.0;
 
   FR_ASSIGN_OR_RETURN(std::vector<store::Turn> turns, store::LoadTurns(db, sample_id));

@@ -36,6 +36,7 @@ struct StoredSample {
   std::optional<int64_t> trained_at_version;  // once the update that consumed it is durable
   std::optional<double> advantage;  // once the group finished
   std::string error;
+  std::string failure_kind;         // an infrastructure failure's (rollout/failure_kind.h); empty: none
   TrainingSample sample;            // advantage filled from the column (0 when none)
 };
 

@@ -53,10 +53,18 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
+// A check that could not be set up or run: the machinery's failure.
+Verdict MachineryFailed(std::string reason) { return {false, std::move(reason), /*machinery_failed=*/true}; }
+
 // Runs `command` in the sandbox; "" when it exited 0, else why not.
-std::string RunCheck(Workspace& workspace, const std::string& command, const std::string& what) {
+// *could_not_run is set when the workspace failed to run it at all.
+std::string RunCheck(Workspace& workspace, const std::string& command, const std::string& what,
+                     bool* could_not_run = nullptr) {
   auto result = workspace.Exec(command, kCheckTimeout);
-  if (!result.ok()) return what + ": " + result.status().ToString();
+  if (!result.ok()) {
+    if (could_not_run != nullptr) *could_not_run = true;
+    return what + ": " + result.status().ToString();
+  }
   if (result->timed_out) return what + ": timed out";
   if (result->exit_code != 0) {
     return what + ": exit " + std::to_string(result->exit_code) +
@@ -96,18 +104,23 @@ for path, name in candidates():
         print(path[2:])
 ')";
 
+// The task's script reads the agent's answer as data (python3 -I: none of
+// the agent's modules is imported): a workspace that cannot run it is the
+// machinery's failure; what the script says of the answer is the agent's.
 Verdict VerifyPython(const TaskCheck& check, const std::string& got, Workspace& workspace) {
-  if (Status s = WriteCheckFiles(check, workspace); !s.ok()) return {false, s.ToString()};
-  if (Status s = workspace.WriteFile(".flashroll-check.py", check.script); !s.ok()) return {false, s.ToString()};
-  if (Status s = workspace.WriteFile(".flashroll-answer", got); !s.ok()) return {false, s.ToString()};
-  std::string failure = RunCheck(workspace, "python3 -I .flashroll-check.py < .flashroll-answer", "python check");
-  return {failure.empty(), failure};
+  if (Status s = WriteCheckFiles(check, workspace); !s.ok()) return MachineryFailed(s.ToString());
+  if (Status s = workspace.WriteFile(".flashroll-check.py", check.script); !s.ok()) return MachineryFailed(s.ToString());
+  if (Status s = workspace.WriteFile(".flashroll-answer", got); !s.ok()) return MachineryFailed(s.ToString());
+  bool could_not_run = false;
+  std::string failure =
+      RunCheck(workspace, "python3 -I .flashroll-check.py < .flashroll-answer", "python check", &could_not_run);
+  return {failure.empty(), failure, could_not_run};
 }
 
 Verdict VerifyTests(const TaskCheck& check, Workspace& workspace) {
-  if (Status s = WriteCheckFiles(check, workspace); !s.ok()) return {false, s.ToString()};
+  if (Status s = WriteCheckFiles(check, workspace); !s.ok()) return MachineryFailed(s.ToString());
   auto shadowing = workspace.Exec(kShadowingModules, kCheckTimeout);
-  if (!shadowing.ok()) return {false, "looking for planted modules: " + shadowing.status().ToString()};
+  if (!shadowing.ok()) return MachineryFailed("looking for planted modules: " + shadowing.status().ToString());
   if (shadowing->exit_code != 0) return {false, "looking for planted modules: exit " + std::to_string(shadowing->exit_code)};
   std::string planted(TrimWhitespace(shadowing->stdout_text));
   std::replace(planted.begin(), planted.end(), '\n', ' ');

@@ -58,6 +58,10 @@ bool IsCheckKind(const std::string& kind);
 struct Verdict {
   bool success = false;
   std::string reason;  // why it failed, for logs and the trajectory record
+  // The check could not be set up or run before any artifact of the agent's
+  // ran (its files could not be written, the workspace failed): no outcome
+  // of the agent's (rollout/failure_kind.h, verifier_crash).
+  bool machinery_failed = false;
 };
 
 // Judges `got` (the final answer or answer file's contents) against

@@ -456,6 +456,43 @@ TEST_F(StoreTest, WeightVersionsAndSandboxEvents) {
             Code::kInvalidArgument);
 }
 
+// Schema 5: a failed sample records its infrastructure failure's kind (none
+// for the agent's own outcomes), and a store of schema 4 keeps its rows, the
+// sandbox's init exit renamed to the manager's name for it.
+TEST_F(StoreTest, SchemaFiveRecordsFailureKindsAndNamesEventsAsTheSandboxDoes) {
+  const int64_t task = MakeTask();
+  const int64_t infra = MakeSample(task), agent = MakeSample(task);
+  ASSERT_TRUE(StartSample(*db_, infra).ok());
+  ASSERT_TRUE(StartSample(*db_, agent).ok());
+  SampleOutcome lost = Outcome(infra, SampleStatus::kFailed, std::nullopt, "sandbox gone");
+  lost.failure_kind = "sandbox_lost";
+  ASSERT_TRUE(CompleteSample(*db_, lost, {}).ok());
+  ASSERT_TRUE(CompleteSample(*db_, Outcome(agent, SampleStatus::kCompleted, 0.0), {}).ok());
+  EXPECT_EQ(QueryText(*db_, "SELECT group_concat(ifnull(failure_kind, '-'), ' ') FROM (SELECT * FROM samples ORDER BY id)"),
+            "sandbox_lost -");
+  ASSERT_TRUE(RecordSandboxEvent(*db_, Event("sb-1", SandboxEventKind::kInitExit, infra)).ok());
+  EXPECT_EQ(QueryText(*db_, "SELECT kind FROM sandbox_events"), "init_exit");
+  EXPECT_EQ(ParseSandboxEventKind("teardown_failed"), SandboxEventKind::kTeardownFailed);
+  EXPECT_EQ(ParseSandboxEventKind("pid1_exit"), std::nullopt);
+
+  // A store of schema 4 with an event under the old name.
+  db_.reset();
+  std::filesystem::remove_all(dir_);
+  ASSERT_TRUE(std::filesystem::create_directories(dir_));
+  {
+    auto old = Database::Open(path_, {});
+    ASSERT_TRUE(old.ok()) << old.status().ToString();
+    ASSERT_TRUE(sqlite::Migrate(**old, std::vector<sqlite::Migration>(Migrations().begin(), Migrations().begin() + 4)).ok());
+    ASSERT_TRUE((*old)->Exec("INSERT INTO sandbox_events (sandbox_id, kind, detail_json, at_ms)"
+                             " VALUES ('sb-old', 'pid1_exit', '{}', 1)").ok());
+  }
+  db_ = OpenOrDie();
+  ASSERT_NE(db_, nullptr);
+  EXPECT_EQ(*sqlite::SchemaVersion(*db_), 5);
+  EXPECT_EQ(QueryText(*db_, "SELECT kind FROM sandbox_events WHERE sandbox_id = 'sb-old'"), "init_exit");
+  EXPECT_EQ(QueryInt(*db_, "SELECT count(*) FROM pragma_table_info('samples') WHERE name = 'failure_kind'"), 1);
+}
+
 // ---- A writer killed mid-transaction ----
 
 constexpr int kTurnsBeforeSignal = 1000;
