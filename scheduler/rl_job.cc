@@ -533,7 +533,9 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
     if (first_error_.ok()) first_error_ = s;
     stop_ = true;
   }
-  if (kept) {
+  if (kept && failure_kind) {
+    summary_.samples_done += 1;  // in failure_kinds, not in any effort's rates
+  } else if (kept) {
     summary_.samples_done += 1;
     EffortSummary& e = summary_.by_effort[ticket.effort];
     e.samples += 1;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -27,6 +28,7 @@
 #include "engine/models/model_tokenizer.h"
 #include "engine/server/openai_server.h"
 #include "rewards/length_reward.h"
+#include "scheduler/export.h"
 #include "scheduler/job_config.h"
 #include "tests/scheduler/job_process_util.h"
 #include "scheduler/trajectory.h"
@@ -234,21 +236,42 @@ TEST_F(RlJobTest, AnExternalPolicyServesTheTurnsAndAnUnreachableOneFailsSamplesN
     EXPECT_GT(sampled, 0);
   }
 
+  // The endpoint down is no outcome of the agent's: each slot runs again
+  // scheduler.infra_retries (2) times, every attempt recorded with its kind
+  // (the retried ones superseded), none rewarded or trained on; the task,
+  // its slots' retries spent, is quarantined and reported.
   const JobConfig down = Load(WriteConfig("down", 1, "policy: {url: 'http://127.0.0.1:1', model: served-default}\n"));
   auto failed = RunRlJob(down, {});
   ASSERT_TRUE(failed.ok()) << failed.status().ToString();
   EXPECT_EQ(failed->groups_done, 2);
-  auto stmt = db->Prepare("SELECT status, error FROM samples WHERE task_id IN (SELECT id FROM tasks WHERE job_id = ?1)");
+  auto stmt = db->Prepare("SELECT status, error, failure_kind, reward FROM samples"
+                          " WHERE task_id IN (SELECT id FROM tasks WHERE job_id = ?1)");
   ASSERT_TRUE(stmt.ok());
   ASSERT_TRUE(stmt->Bind(1, failed->job_id).ok());
-  int rows = 0;
+  std::map<std::string, int> by_status;
   while (*stmt->Step()) {
-    ++rows;
-    EXPECT_EQ(stmt->ColumnText(0), "failed");
+    by_status[stmt->ColumnText(0)] += 1;
+    EXPECT_EQ(stmt->ColumnText(2), "policy_unreachable");
+    EXPECT_TRUE(stmt->IsNull(3)) << "no reward for an infrastructure failure";
     EXPECT_NE(stmt->ColumnText(1).find("policy http://127.0.0.1:1/v1/completions"), std::string::npos) << stmt->ColumnText(1);
     EXPECT_NE(stmt->ColumnText(1).find(", turn 0"), std::string::npos) << stmt->ColumnText(1);
   }
-  EXPECT_EQ(rows, 4);
+  EXPECT_EQ(by_status, (std::map<std::string, int>{{"failed", 4}, {"superseded", 8}}));
+  EXPECT_EQ(failed->failure_kinds, (std::map<std::string, int64_t>{{"policy_unreachable", 12}}));
+  ASSERT_EQ(failed->quarantined_tasks.size(), 1u);
+  EXPECT_EQ(failed->failure_kinds_by_task.at(failed->quarantined_tasks[0]).at("policy_unreachable"), 12);
+  const Json json = failed->ToJson();
+  EXPECT_EQ(json["failure_kinds"]["by_kind"]["policy_unreachable"], 12);
+  EXPECT_EQ(json["quarantined_tasks"], Json(failed->quarantined_tasks));
+  EXPECT_EQ(failed->groups_unqueued, 2) << "nothing to train on in either group";
+  std::ostringstream exported;
+  ASSERT_TRUE(ExportJsonl(*db, failed->job_id, exported, /*all_attempts=*/false).ok());
+  std::istringstream lines(exported.str());
+  int rows = 0;
+  for (std::string line; std::getline(lines, line); ++rows) {
+    EXPECT_EQ(nlohmann::json::parse(line)["failure_kind"], "policy_unreachable") << line;
+  }
+  EXPECT_EQ(rows, 4) << "one row per (group, slot)";
 }
 
 TEST_F(RlJobTest, ARunningJobOfTheSameNameIsNotStartedTwice) {

@@ -1,6 +1,7 @@
 #include "scheduler/sample_scheduler.h"
 
 #include <optional>
+#include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -119,6 +120,49 @@ TEST(SampleSchedulerTest, FailedSamplesAreNeverDroppedAsShort) {
   SampleScheduler s(p, Groups({{0, "a"}}), t0);
   auto t = s.Next(t0);
   EXPECT_TRUE(s.Finish(*t, 0, /*failed=*/true));
+  EXPECT_TRUE(s.done());
+}
+
+// An infrastructure failure re-runs its slot (first in line, a new attempt)
+// within infra_retries; once a slot spent them it counts, failed, and its
+// task is quarantined: its groups not opened yet leave the plan. A failure
+// of the agent's own counts at once and quarantines nothing.
+TEST(SampleSchedulerTest, InfrastructureFailuresRerunTheSlotThenQuarantineTheTask) {
+  const auto t0 = Clock::now();
+  SchedulerPolicy policy = Policy(2, 2, 2);
+  policy.infra_retries = 2;
+  SampleScheduler s(policy, Groups({{0, "a"}, {1, "a"}, {0, "a"}, {1, "a"}}), t0);
+  EXPECT_EQ(s.groups_total(), 4);
+  auto started = Drain(s, t0);
+  ASSERT_EQ(started.size(), 2u);  // group 1: task 0
+  EXPECT_TRUE(s.Finish(started[0], 10, /*failed=*/true)) << "the agent's failure counts";
+  EXPECT_TRUE(s.quarantined().empty());
+  SampleTicket slot = started[1];
+  for (int retry = 1; retry <= 2; ++retry) {
+    EXPECT_FALSE(s.Finish(slot, 0, true, /*infra=*/true)) << "retry " << retry;
+    auto again = s.Next(t0);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->group_id, slot.group_id);
+    EXPECT_EQ(again->slot, slot.slot);
+    EXPECT_EQ(again->attempt, retry);
+    EXPECT_EQ(again->infra_attempt, retry);
+    slot = *again;
+  }
+  EXPECT_EQ(s.infra_retried(), 2);
+  EXPECT_TRUE(s.Finish(slot, 0, true, /*infra=*/true)) << "its retries spent, the slot counts";
+  EXPECT_EQ(s.quarantined(), (std::set<int64_t>{0}));
+  EXPECT_EQ(s.groups_quarantined(), 1) << "group 3, task 0's other group, never opens";
+  EXPECT_EQ(s.groups_total(), 3);
+  EXPECT_EQ(s.TakeFinishedGroups(), std::vector<int64_t>{1});
+  std::vector<int64_t> opened;
+  for (auto next = Drain(s, t0); !next.empty(); next = Drain(s, t0)) {
+    for (const SampleTicket& t : next) {
+      EXPECT_NE(t.task_index, 0);
+      opened.push_back(t.group_id);
+      s.Finish(t, 10, false);
+    }
+  }
+  EXPECT_EQ(opened, (std::vector<int64_t>{2, 2, 4, 4}));
   EXPECT_TRUE(s.done());
 }
 
