@@ -58,7 +58,10 @@ Result<std::unique_ptr<SandboxWorkspace>> SandboxWorkspace::Create(sandbox::Mana
 SandboxWorkspace::~SandboxWorkspace() {
   if (destroyed_) return;
   Status destroyed = manager_.Destroy(id_);
-  if (!destroyed.ok()) log::Error("sandbox destroy failed", {{"id", id_}, {"error", destroyed.message()}});
+  // kNotFound: its init died and the crash watcher destroyed it already.
+  if (!destroyed.ok() && destroyed.code() != Code::kNotFound) {
+    log::Error("sandbox destroy failed", {{"id", id_}, {"error", destroyed.message()}});
+  }
 }
 
 namespace {

@@ -163,9 +163,10 @@ TEST_F(RlJobTest, ExportWritesOneLinePerFinishedSampleAsStored) {
     ++lines;
     const nlohmann::json j = nlohmann::json::parse(line);
     for (const char* key : {"sample_id", "task_id", "group_id", "effort", "token_ids", "logprobs", "versions",
-                            "loss_mask", "reward", "reward_parts", "advantage", "status"}) {
+                            "loss_mask", "reward", "reward_parts", "advantage", "status", "failure_kind"}) {
       EXPECT_TRUE(j.contains(key)) << key;
     }
+    EXPECT_TRUE(j["failure_kind"].is_null()) << "every sample ran to the agent's own outcome";
     auto stored = LoadStoredSample(*db, j["sample_id"].get<int64_t>());
     ASSERT_TRUE(stored.ok());
     EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), stored->sample.tokens);
