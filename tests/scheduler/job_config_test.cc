@@ -135,6 +135,20 @@ TEST(JobConfigTest, UnknownTaskFamilyNamesTheItem) {
       << config.status().message();
 }
 
+// scheduler.infra_retries: how often a slot runs again after an
+// infrastructure failure (default 2), 0..100, a bad value naming the key.
+TEST(JobConfigTest, InfraRetriesAreReadAndChecked) {
+  auto defaults = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->scheduler.infra_retries, 2);
+  auto none = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nscheduler: {infra_retries: 0}\n");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->scheduler.infra_retries, 0);
+  auto bad = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nscheduler: {infra_retries: 101}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("scheduler.infra_retries"), std::string::npos) << bad.status().message();
+}
+
 // model.device: where the embedded engine runs; checked as it parses.
 TEST(JobConfigTest, ModelDeviceIsReadAndChecked) {
   auto defaults = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\n");
