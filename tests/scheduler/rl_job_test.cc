@@ -275,6 +275,37 @@ TEST_F(RlJobTest, AnExternalPolicyServesTheTurnsAndAnUnreachableOneFailsSamplesN
   EXPECT_EQ(rows, 4) << "one row per (group, slot)";
 }
 
+// A task whose own setup command runs out of its sandbox's memory before
+// the agent's first token: harness_crash, retried (scheduler.infra_retries
+// 1) and the task quarantined; the job records the sandbox manager's oom
+// events of each attempt's sandbox with the sample (the old job recorded
+// only "destroyed").
+TEST_F(RlJobTest, ATaskWhoseSetupKeepsFailingIsQuarantinedWithTheManagersEventsRecorded) {
+  std::ofstream(dir_ + "/tasks.jsonl")
+      << R"({"id": "greedy-setup", "prompt": "Say 1.", "answer": "1", "environment": {"memory": "64M"}, )"
+      << R"("setup": ["python3 -c 'x = bytearray(1 << 30)'"]})" << "\n";
+  const std::string path = dir_ + "/setup-tasks.yaml";
+  std::ofstream(path) << "kind: rl_job\nname: setup-tasks\nstore: " << dir_ << "/store.db\n"
+                      << "model: {path: models/default, threads: 2}\n"
+                      << "tasks: {files: [" << dir_ << "/tasks.jsonl]}\n"
+                      << "rollout: {max_turns: 2, max_tokens: 256, efforts: [50, 100]}\n"
+                      << "scheduler: {group_size: 1, max_in_flight: 1, max_per_task: 1, infra_retries: 1}\n"
+                      << "training: none\n";
+  auto summary = RunRlJob(Load(path), {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->quarantined_tasks, std::vector<std::string>{"greedy-setup"});
+  EXPECT_EQ(summary->failure_kinds, (std::map<std::string, int64_t>{{"harness_crash", 2}}))
+      << "one slot, run twice; the task's group at the other effort never opened";
+  EXPECT_EQ(summary->groups_total, 1);
+  EXPECT_EQ(summary->groups_done, 1);
+  auto db = Store();
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE failure_kind = 'harness_crash' AND reward IS NULL"), 2);
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM samples WHERE status = 'superseded'"), 1);
+  EXPECT_EQ(Count(*db, "SELECT count(DISTINCT sample_id) FROM sandbox_events WHERE kind = 'oom'"), 2)
+      << "each attempt's sandbox OOM-killed the setup";
+  EXPECT_EQ(Count(*db, "SELECT count(*) FROM sandbox_events WHERE kind = 'destroyed'"), 2);
+}
+
 TEST_F(RlJobTest, ARunningJobOfTheSameNameIsNotStartedTwice) {
   const JobConfig config = Load(WriteConfig("twice", 1, "scheduler: {group_size: 1, max_in_flight: 1, max_per_task: 1, max_samples: 1}\n"));
   ASSERT_TRUE(RunRlJob(config, {}).ok());
