@@ -1,6 +1,6 @@
 // FailureKind: the infrastructure failures of a sample, defined once here
 // for the store (samples.failure_kind), the export, the run summary and
-// evaluation (docs/STORE.md, docs/REWARDS.md "Infrastructure failures").
+// evaluation (docs/STORE.md samples.failure_kind, docs/DESIGN.md).
 //
 // A failure is infrastructure only when no token the policy sampled could
 // have caused it:
