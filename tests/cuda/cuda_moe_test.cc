@@ -4,7 +4,8 @@
 // model the GPU agrees with the CPU engine, a seeded request gives the same
 // tokens, logprobs and routing bitwise alone and among 16 others, prefill
 // equals decode bitwise, and scoring with the recorded routing replays it
-// bitwise while other routing moves the logprobs. And the weight bytes
+// bitwise while other routing moves the logprobs; exact router ties go to
+// the lower expert id, as on the CPU. And the weight bytes
 // CudaWeightBytes predicts are the bytes the upload allocates.
 //
 // Every test skips, saying why, where no usable GPU is present.
@@ -24,6 +25,7 @@
 #include "engine/serving/engine.h"
 #include "engine/serving/generate.h"
 #include "tests/cuda/cuda_test_support.h"
+#include "tests/engine/checkpoint_fixture.h"
 #include "tests/engine/engine_fixture.h"
 
 namespace flashroll::engine {
@@ -100,6 +102,41 @@ TEST(CudaMoeTest, Bf16MoeModelAgreesWithTheCpu) {
   Result<std::vector<int32_t>> on_gpu = Generate(*model, prompt, options);
   ASSERT_TRUE(on_cpu.ok() && on_gpu.ok());
   EXPECT_EQ(*on_gpu, *on_cpu);
+}
+
+// Router ties: a copy of the qwen3_moe fixture whose layer-0 router rows are
+// all row 0: every token's 8 probabilities are equal to the bit, and top-2
+// must take experts 0 then 1 (ties to the lower id), as the CPU does.
+TEST(CudaMoeTest, RouterTiesGoToTheLowerExpertId) {
+  SKIP_WITHOUT_GPU();
+  testing::TempDir dir;
+  const std::string copy = dir.path() + "/tied-router";
+  testing::CopyCheckpoint("tests/data/parity/qwen3_moe", copy);
+  std::string bytes = testing::ReadWholeFile(copy + "/model.safetensors");
+  uint64_t len = 0;
+  std::memcpy(&len, bytes.data(), 8);
+  Result<Json> header = ParseJson(std::string_view(bytes).substr(8, len));
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  const Json& router = (*header)["model.layers.0.mlp.gate.weight"];
+  ASSERT_EQ(router["dtype"], "F32");
+  const int64_t hidden = router["shape"][1].get<int64_t>();
+  float* rows = reinterpret_cast<float*>(bytes.data() + 8 + len + router["data_offsets"][0].get<size_t>());
+  const int64_t experts = router["shape"][0].get<int64_t>();
+  for (int64_t e = 1; e < experts; ++e) std::memcpy(rows + e * hidden, rows, static_cast<size_t>(hidden) * sizeof(float));
+  testing::WriteWholeFile(copy + "/model.safetensors", bytes);
+  std::unique_ptr<Model> model = LoadOrDie(copy);
+  ASSERT_NE(model, nullptr);
+  const std::vector<int32_t> tokens = Prompt(2, 30);
+  std::vector<int32_t> gpu, cpu;
+  ASSERT_TRUE(DeviceLogits(*model, kGpu, tokens, &gpu).ok());
+  ASSERT_TRUE(DeviceLogits(*model, DeviceSpec{}, tokens, &cpu).ok());
+  EXPECT_EQ(gpu, cpu);
+  const int64_t per_token = model->routing_shape().TokenIds();
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    EXPECT_EQ(std::vector<int32_t>(gpu.begin() + t * per_token, gpu.begin() + t * per_token + 2),
+              (std::vector<int32_t>{0, 1}))
+        << "position " << t;
+  }
 }
 
 EngineOptions GpuOptions() {
