@@ -104,6 +104,24 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   return Model::Load(path);
 }
 
+// [position][moe_layer][k] ids as [layer][position][k], dense layers empty
+// (what Model::Forward gives).
+engine::Routing RoutingByLayer(const engine::Model& model, const std::vector<int32_t>& routed, int64_t positions) {
+  const engine::ModelConfig& c = model.config();
+  const engine::RoutingShape shape = model.routing_shape();
+  engine::Routing out(static_cast<size_t>(c.num_layers));
+  int64_t moe_index = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (shape.empty() || !model.decoder_options().moe || !c.IsMoeLayer(l)) continue;
+    for (int64_t t = 0; t < positions; ++t) {
+      const int32_t* ids = &routed[t * shape.TokenIds() + moe_index * shape.k];
+      out[l].emplace_back(ids, ids + shape.k);
+    }
+    ++moe_index;
+  }
+  return out;
+}
+
 int RunLogits(const std::vector<std::string>& args) {
   std::string model_path, tokens_text, device_text = "cpu";
   bool routing = false;
@@ -120,17 +138,17 @@ int RunLogits(const std::vector<std::string>& args) {
   if (!tokens.ok()) return ReportFailure(tokens.status());
   Result<engine::DeviceSpec> device = CheckDeviceFlag(device_text, model_path);
   if (!device.ok()) return ReportFailure(device.status());
-  if (device->is_cuda() && routing) {
-    return ReportFailure(Status::InvalidArgument("--routing: runs on --device cpu only (the CUDA backend runs dense models)"));
-  }
   Result<std::unique_ptr<Model>> model = LoadModel(model_path);
   if (!model.ok()) return ReportFailure(model.status());
   std::vector<float> logits;
   engine::Routing routes;
   if (device->is_cuda()) {
-    Result<std::vector<float>> rows = engine::DeviceLogits(**model, *device, *tokens);
+    std::vector<int32_t> routed;  // [position][moe_layer][k]
+    const bool moe = !(*model)->routing_shape().empty();
+    Result<std::vector<float>> rows = engine::DeviceLogits(**model, *device, *tokens, routing && moe ? &routed : nullptr);
     if (!rows.ok()) return ReportFailure(rows.status().Wrap("--tokens"));
     logits = std::move(*rows);
+    if (routing) routes = RoutingByLayer(**model, routed, static_cast<int64_t>(tokens->size()));
   } else {
     engine::KvCache cache = (*model)->NewCache();
     Status st = (*model)->Forward(*tokens, &cache, true, &logits, routing ? &routes : nullptr);

@@ -70,6 +70,7 @@ export PATH="$here/bin:$PATH" LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_
 exec "$@"
 EOF
 chmod +x "$out/run.sh"
-cp scripts/gpu_wide_parity.py scripts/gpu_bench_all.sh "$out/"
+cp scripts/gpu_wide_parity.py scripts/gpu_bench_all.sh scripts/gpu_llama_build.sh scripts/gpu_llama_bench.sh \
+  scripts/gguf_no_vocab.py "$out/"
 echo "staged $(du -h "$out/bundle.tar.xz" | cut -f1) in $out (carry limit: about 14 MiB)"
 echo 'run: carry [".gpu"], command: bash .gpu/run.sh cuda_tests  (results: write them under $OUT)'

@@ -2,17 +2,18 @@
 # One GPU lease's measurements for docs/BENCHMARKS.md (issue 24), run on the
 # GPU machine from the repository root after scripts/device-run.sh staged
 # .gpu/: the GPU tests, the copy bandwidth, `bench decode` on random
-# Qwen3-8B and Qwen3-0.6B shapes at batch 1 and 64, and 8B-width parity.
+# Qwen3-8B and Qwen3-0.6B shapes at batch 1 and 64, 8B-width parity and
+# parity on Qwen3-30B-A3B's expert layout with 2 layers ("moe").
 # Each result is appended to $OUT/results.txt (one line of JSON per run,
 # after a '# command' line); logs go to $OUT/log.txt.
 # "profile" times 300 kernels of batch-1 decode on the 8B shape under Nsight
 # Compute (list it before "8b", which removes the model).
-#   bash .gpu/gpu_bench_all.sh [tests] [8b] [0.6b] [parity] [profile]   (default: all but profile)
+#   bash .gpu/gpu_bench_all.sh [tests] [8b] [0.6b] [parity] [moe] [profile]   (default: all but profile)
 set -uo pipefail
 out="${OUT:-/tmp/out}"
 mkdir -p "$out"
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests 8b 0.6b parity)
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests 8b 0.6b parity moe)
 run="bash .gpu/run.sh"
 record() {
   echo "# $*" >>"$out/results.txt"
@@ -58,6 +59,9 @@ PY
       ;;
     parity)
       record python3 .gpu/gpu_wide_parity.py /tmp/wide 2 ;;
+    moe)
+      record python3 .gpu/gpu_wide_parity.py /tmp/moe 2 --shape=30b-a3b
+      rm -rf /tmp/moe ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done

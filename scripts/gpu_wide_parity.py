@@ -14,8 +14,11 @@ bf16 weights (eager attention, TF32 off), on the GPU:
 
 Prints one JSON object. With --make-only it only writes the model (for `bench decode`) and prints
 the device's copy bandwidth, measured with PyTorch. --shape=0.6b takes Qwen3-0.6B's shape instead
-(hidden 1024, 16/8 heads of 128, FFN 3072, tied embeddings). Usage (flashroll on PATH):
-    gpu_wide_parity.py MODEL_DIR [LAYERS] [--make-only] [--shape=0.6b]
+(hidden 1024, 16/8 heads of 128, FFN 3072, tied embeddings); --shape=30b-a3b Qwen3-30B-A3B's expert
+layout (qwen3_moe: hidden 2048, 32/4 heads of 128, 128 experts of width 768, top-8 renormalised),
+where the JSON also reports how many (position, layer) expert sets flashroll's router chose as
+transformers' did. Usage (flashroll on PATH):
+    gpu_wide_parity.py MODEL_DIR [LAYERS] [--make-only] [--shape=0.6b|30b-a3b]
 """
 
 import json
@@ -24,7 +27,7 @@ import sys
 import time
 
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3MoeConfig
 
 PROMPT_LENGTHS = [7, 33, 64]
 GREEDY = 32
@@ -60,16 +63,26 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     small = "--shape=0.6b" in sys.argv
-    config = Qwen3Config(vocab_size=151936, hidden_size=1024 if small else 4096,
-                         intermediate_size=3072 if small else 12288,
-                         num_hidden_layers=layers, num_attention_heads=16 if small else 32,
-                         num_key_value_heads=8, head_dim=128, max_position_embeddings=4096,
-                         rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=small,
-                         bos_token_id=None, eos_token_id=None)
+    moe = "--shape=30b-a3b" in sys.argv
+    if moe:
+        config = Qwen3MoeConfig(vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+                                moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8,
+                                norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                                num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=4,
+                                head_dim=128, max_position_embeddings=4096, rope_theta=1000000.0,
+                                rms_norm_eps=1e-6, tie_word_embeddings=False, bos_token_id=None,
+                                eos_token_id=None)
+    else:
+        config = Qwen3Config(vocab_size=151936, hidden_size=1024 if small else 4096,
+                             intermediate_size=3072 if small else 12288,
+                             num_hidden_layers=layers, num_attention_heads=16 if small else 32,
+                             num_key_value_heads=8, head_dim=128, max_position_embeddings=4096,
+                             rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=small,
+                             bos_token_id=None, eos_token_id=None)
     config._attn_implementation = "eager"
     start = time.time()
     with torch.device("cuda"):
-        model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+        model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
     model.save_pretrained(model_dir, max_shard_size="100GB")
     made_s = time.time() - start
     if make_only:
@@ -79,18 +92,29 @@ def main():
     # Loaded back from the saved files, as a user would: the rotary inverse frequencies are then
     # computed in float32 (in the bf16 model they were rounded to bf16 by .to()).
     del model
-    reference = Qwen3ForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
-                                                 attn_implementation="eager").cuda().eval()
+    reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                     attn_implementation="eager").cuda().eval()
 
     gen = torch.Generator().manual_seed(SEED)
     prompts = [torch.randint(0, config.vocab_size, (n,), generator=gen).tolist() for n in PROMPT_LENGTHS]
     worst, agree, decided, decided_agree, positions = 0.0, 0, 0, 0, 0
+    routed_same, routed_sets = 0, 0
     greedy = []
     for tokens in prompts:
         with torch.no_grad():
-            ref = reference(torch.tensor([tokens], device="cuda")).logits[0].float().cpu()
-        ours = torch.tensor(flashroll("logits", "--model", model_dir, "--device", "cuda",
-                                      "--tokens", " ".join(map(str, tokens)))["logits"])
+            run = reference(torch.tensor([tokens], device="cuda"), output_router_logits=moe)
+        ref = run.logits[0].float().cpu()
+        answer = flashroll("logits", "--model", model_dir, "--device", "cuda", *(["--routing"] if moe else []),
+                           "--tokens", " ".join(map(str, tokens)))
+        ours = torch.tensor(answer["logits"])
+        if moe and getattr(run, "router_logits", None):
+            # transformers' router logits per layer [positions][experts]; its top-k as the engine
+            # orders them (descending probability).
+            for layer, logits in enumerate(run.router_logits):
+                want = logits.float().softmax(dim=-1).topk(config.num_experts_per_tok, dim=-1).indices.tolist()
+                for pos, ids in enumerate(answer["routing"][layer]):
+                    routed_sets += 1
+                    routed_same += int(sorted(ids) == sorted(want[pos]))
         delta = (ours - ref).abs().amax(dim=1)
         worst = max(worst, float(delta.max()))
         top2 = ref.topk(2, dim=1)
@@ -111,9 +135,12 @@ def main():
         while same_prefix < min(len(got), len(expected)) and got[same_prefix] == expected[same_prefix]:
             same_prefix += 1
         greedy.append(same_prefix)
+    shape = (f"qwen3_moe hidden 2048, {layers} layers, 32/4 heads x 128, 128 experts x 768, top-8, vocab 151936, bf16"
+             if moe else f"qwen3 hidden {config.hidden_size}, {layers} layers, {config.num_attention_heads}/8 heads "
+             f"x 128, ffn {config.intermediate_size}, vocab 151936, bf16")
     print(json.dumps({
-        "shape": f"qwen3 hidden {config.hidden_size}, {layers} layers, {config.num_attention_heads}/8 heads x 128, "
-                 f"ffn {config.intermediate_size}, vocab 151936, bf16",
+        "shape": shape,
+        **({"same_expert_sets": routed_same, "expert_sets": routed_sets} if moe else {}),
         "model_made_s": round(made_s, 1),
         "positions": positions,
         "max_abs_delta_logit": worst,

@@ -144,9 +144,8 @@ class CudaBackend : public Backend {
     if (!draws.empty() && draws.size() != batch.logit_rows.size()) {
       return Status::InvalidArgument("ForwardAndDraw: one draw per logit row");
     }
-    Status st = Run(batch, logits, draws);
+    Status st = Run(batch, logits, routed, draws);
     if (!st.ok()) error_ = st;  // the stream's state after a failed step is unknown
-    if (routed) routed->clear();
     return st;
   }
 
@@ -193,7 +192,7 @@ class CudaBackend : public Backend {
     }
   }
 
-  Status Run(const ForwardBatch& batch, float* logits, std::span<RowDraw> draws) {
+  Status Run(const ForwardBatch& batch, float* logits, std::vector<int32_t>* routed, std::span<RowDraw> draws) {
     const Model& model = *weights_->model;
     const ModelConfig& c = model.config();
     FR_RETURN_IF_ERROR(model.PlanRows(batch, &positions_, &tables_));
@@ -201,7 +200,8 @@ class CudaBackend : public Backend {
     const cudaStream_t s = stream_.get();
     const int64_t n = static_cast<int64_t>(batch.tokens.size());
     const int64_t hidden = c.hidden_size, hd = c.head_dim, heads = c.num_heads, kvh = c.num_kv_heads;
-    const int64_t q_dim = heads * hd, kv_dim = kvh * hd, width = c.intermediate_size;
+    const int64_t q_dim = heads * hd, kv_dim = kvh * hd;
+    const int64_t width = std::max(c.intermediate_size, c.shared_expert_intermediate_size);
     const int64_t rows = static_cast<int64_t>(batch.logit_rows.size());
 
     // The step's inputs: every sequence's block table once, rows pointing in.
@@ -234,8 +234,18 @@ class CudaBackend : public Backend {
     FR_RETURN_IF_ERROR(gate_up_.Reserve(n * 2 * width * f));
     FR_RETURN_IF_ERROR(act_.Reserve(n * width * f));
     FR_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(rows, 1) * c.vocab_size * f));
+    const RoutingShape routing = model.routing_shape();
+    if (!routing.empty()) FR_RETURN_IF_ERROR(PrepareMoe(batch, n));
 
     FR_RETURN_IF_ERROR(RunDecoder(n, rows));
+    if (routed) {
+      routed->resize(static_cast<size_t>(n * routing.TokenIds()));
+      if (!routed->empty()) {
+        FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpyAsync(routed->data(), d_routed_.get(), routed->size() * sizeof(int32_t),
+                                                     cudaMemcpyDeviceToHost, s),
+                                     "copying the routing back"));
+      }
+    }
     // Rows drawn here stay here; runs of the others come back for the host.
     const size_t row_bytes = static_cast<size_t>(c.vocab_size) * f;
     const auto on_device = [&](int64_t k) { return !draws.empty() && draws[k].on_device; };
@@ -253,6 +263,78 @@ class CudaBackend : public Backend {
     }
     FR_RETURN_IF_ERROR(Draw(draws, c.vocab_size));
     return Status::Ok();
+  }
+
+  // The MoE layers' inputs (every row's replayed experts, or -1) and
+  // scratch for a step of n rows.
+  Status PrepareMoe(const ForwardBatch& batch, int64_t n) {
+    const ModelConfig& c = weights_->model->config();
+    const cudaStream_t s = stream_.get();
+    const int64_t k = c.num_experts_per_tok, experts = c.num_experts, pairs = n * k;
+    replay_offsets_ = batch.replay_offsets;
+    if (replay_offsets_.empty()) replay_offsets_.assign(static_cast<size_t>(n), -1);
+    FR_RETURN_IF_ERROR(Upload(replay_offsets_, &d_replay_offsets_, s));
+    FR_RETURN_IF_ERROR(Upload(batch.replay_ids, &d_replay_ids_, s));
+    const size_t f = sizeof(float), i = sizeof(int32_t);
+    const int64_t tiles = cuda::MaxExpertTiles(pairs, experts, cuda::ExpertTileSlots(false, pairs, experts));
+    FR_RETURN_IF_ERROR(d_routed_.Reserve(std::bit_ceil(static_cast<size_t>(n * weights_->model->routing_shape().TokenIds()) * i)));
+    FR_RETURN_IF_ERROR(router_logits_.Reserve(std::bit_ceil(static_cast<size_t>(n * experts) * f)));
+    for (DeviceBuffer* b : {&chosen_, &ascending_, &pair_slot_, &slot_row_}) {
+      FR_RETURN_IF_ERROR(b->Reserve(std::bit_ceil(static_cast<size_t>(pairs) * i)));
+    }
+    FR_RETURN_IF_ERROR(expert_weights_.Reserve(std::bit_ceil(static_cast<size_t>(pairs) * f)));
+    for (DeviceBuffer* b : {&tile_expert_, &tile_begin_, &tile_end_}) {
+      FR_RETURN_IF_ERROR(b->Reserve(std::bit_ceil(static_cast<size_t>(tiles) * i)));
+    }
+    FR_RETURN_IF_ERROR(tile_count_.Reserve(i));
+    const int64_t width = c.moe_intermediate_size;
+    FR_RETURN_IF_ERROR(expert_gate_up_.Reserve(std::bit_ceil(static_cast<size_t>(pairs * 2 * width) * f)));
+    FR_RETURN_IF_ERROR(expert_act_.Reserve(std::bit_ceil(static_cast<size_t>(pairs * width) * f)));
+    FR_RETURN_IF_ERROR(expert_out_.Reserve(std::bit_ceil(static_cast<size_t>(pairs * c.hidden_size) * f)));
+    if (weights_->model->decoder_options().shared_expert) {
+      FR_RETURN_IF_ERROR(shared_out_.Reserve(std::bit_ceil(static_cast<size_t>(n * c.hidden_size) * f)));
+    }
+    return Status::Ok();
+  }
+
+  // A MoE layer's FFN on h (n rows) added into x: route, group the (row,
+  // expert) pairs by expert, the experts' products on their slots, then
+  // each row's outputs summed in ascending expert id (plus the shared
+  // expert's, gated).
+  void LaunchMoe(const cuda::DeviceWeights::Layer& w, int64_t moe_index, int64_t n, const float* h, float* x) {
+    const ModelConfig& c = weights_->model->config();
+    const cudaStream_t s = stream_.get();
+    const int64_t k = c.num_experts_per_tok, experts = c.num_experts, pairs = n * k;
+    const int64_t width = c.moe_intermediate_size;
+    cuda::MatMul(w.router, h, n, router_logits_.get<float>(), s);
+    cuda::RouteRows(router_logits_.get<float>(), n, experts, k, c.norm_topk_prob, d_replay_offsets_.get<int64_t>(),
+                    d_replay_ids_.get<int32_t>(), moe_index, weights_->model->routing_shape().TokenIds(),
+                    chosen_.get<int32_t>(), expert_weights_.get<float>(), ascending_.get<int32_t>(),
+                    d_routed_.get<int32_t>(), s);
+    cuda::ExpertTiles tiles;
+    tiles.slots = cuda::ExpertTileSlots(w.experts_gate_up.bf16 && w.experts_down.bf16, pairs, experts);
+    tiles.max = cuda::MaxExpertTiles(pairs, experts, tiles.slots);
+    tiles.expert = tile_expert_.get<int32_t>();
+    tiles.begin = tile_begin_.get<int32_t>();
+    tiles.end = tile_end_.get<int32_t>();
+    tiles.count = tile_count_.get<int32_t>();
+    cuda::GroupByExpert(chosen_.get<int32_t>(), n, k, experts, pair_slot_.get<int32_t>(), slot_row_.get<int32_t>(),
+                        tile_expert_.get<int32_t>(), tile_begin_.get<int32_t>(), tile_end_.get<int32_t>(),
+                        tile_count_.get<int32_t>(), tiles.slots, s);
+    tiles.gather = slot_row_.get<int32_t>();
+    cuda::ExpertMatMul(w.experts_gate_up, experts, h, tiles, expert_gate_up_.get<float>(), s);
+    cuda::SwiGlu(expert_gate_up_.get<float>(), pairs, width, expert_act_.get<float>(), s);
+    tiles.gather = nullptr;
+    cuda::ExpertMatMul(w.experts_down, experts, expert_act_.get<float>(), tiles, expert_out_.get<float>(), s);
+    const float* shared = nullptr;
+    if (w.shared_gate) {
+      cuda::MatMul(w.gate_up, h, n, gate_up_.get<float>(), s);
+      cuda::SwiGlu(gate_up_.get<float>(), n, c.shared_expert_intermediate_size, act_.get<float>(), s);
+      cuda::MatMul(w.down, act_.get<float>(), n, shared_out_.get<float>(), s);
+      shared = shared_out_.get<float>();
+    }
+    cuda::CombineExperts(x, expert_out_.get<float>(), pair_slot_.get<int32_t>(), expert_weights_.get<float>(),
+                         ascending_.get<int32_t>(), n, k, c.hidden_size, shared, w.shared_gate, h, s);
   }
 
   // Samples the rows marked on_device (all of them, in one launch over the
@@ -295,8 +377,11 @@ class CudaBackend : public Backend {
     const cudaStream_t s = stream_.get();
     constexpr size_t kMaxGraphs = 64;  // prefill chunks of many sizes run directly past this
     std::vector<const void*> buffers;
-    for (const DeviceBuffer* b : {&d_tokens_, &d_positions_, &d_offsets_, &d_tables_, &d_rope_, &d_logit_rows_, &x_,
-                                  &h_, &qkv_, &attn_, &gate_up_, &act_, &logits_}) {
+    for (const DeviceBuffer* b :
+         {&d_tokens_, &d_positions_, &d_offsets_, &d_tables_, &d_rope_, &d_logit_rows_, &x_, &h_, &qkv_, &attn_,
+          &gate_up_, &act_, &logits_, &d_replay_offsets_, &d_replay_ids_, &d_routed_, &router_logits_, &chosen_,
+          &expert_weights_, &ascending_, &pair_slot_, &slot_row_, &tile_expert_, &tile_begin_, &tile_end_,
+          &tile_count_, &expert_gate_up_, &expert_act_, &expert_out_, &shared_out_}) {
       buffers.push_back(b->get());
     }
     auto found = graphs_.find({n, rows});
@@ -331,6 +416,7 @@ class CudaBackend : public Backend {
     const cudaStream_t s = stream_.get();
     const int64_t hidden = c.hidden_size, hd = c.head_dim, heads = c.num_heads, kvh = c.num_kv_heads;
     const int64_t q_dim = heads * hd, kv_dim = kvh * hd, width = c.intermediate_size;
+    int64_t moe_index = 0;
     float* x = x_.get<float>();
     float* h = h_.get<float>();
     float* qkv = qkv_.get<float>();
@@ -356,6 +442,10 @@ class CudaBackend : public Backend {
       cuda::Attention(qkv, q_dim + 2 * kv_dim, n, heads, scale, kv, attn_.get<float>(), s);
       cuda::MatMul(w.o, attn_.get<float>(), n, x, s, /*residual=*/x);
       cuda::RmsNormRows(x, nullptr, n, hidden, w.ffn_norm, eps, h, s);
+      if (w.moe) {
+        LaunchMoe(w, moe_index++, n, h, x);
+        continue;
+      }
       cuda::MatMul(w.gate_up, h, n, gate_up_.get<float>(), s);
       cuda::SwiGlu(gate_up_.get<float>(), n, width, act_.get<float>(), s);
       cuda::MatMul(w.down, act_.get<float>(), n, x, s, /*residual=*/x);
@@ -385,6 +475,12 @@ class CudaBackend : public Backend {
   DeviceBuffer x_, h_, qkv_, attn_, gate_up_, act_, logits_;
   std::map<std::pair<int64_t, int64_t>, StepGraph> graphs_;  // by (rows, logit rows)
   // Device draws: their parameters and results (host, then device).
+  // MoE: replayed routing (host, then device), every row's experts, and the
+  // grouped products' scratch.
+  std::vector<int64_t> replay_offsets_;
+  DeviceBuffer d_replay_offsets_, d_replay_ids_, d_routed_, router_logits_, chosen_, expert_weights_, ascending_;
+  DeviceBuffer pair_slot_, slot_row_, tile_expert_, tile_begin_, tile_end_, tile_count_;
+  DeviceBuffer expert_gate_up_, expert_act_, expert_out_, shared_out_;
   std::vector<cuda::DrawParams> draw_params_;
   std::vector<cuda::DrawResult> draw_results_;
   DeviceBuffer d_draw_params_, d_block_sums_, d_draws_;

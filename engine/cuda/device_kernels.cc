@@ -1,6 +1,7 @@
 // engine/device/device_kernels.h: kernels.h's MatMul and DrawRows one call
 // at a time, with buffers of their own, for the GPU tests.
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/device_weights.h"
 #include "engine/cuda/kernels.h"
 #include "engine/device/device_kernels.h"
 
@@ -85,6 +86,13 @@ Result<std::vector<DeviceDrawOutcome>> DeviceDrawRows(const DeviceSpec& device, 
     out.push_back({draw, Sampler::FinishDeviceDraw(draw, params[r])});
   }
   return out;
+}
+
+Result<int64_t> DeviceUploadedWeightBytes(const DeviceSpec& device, const Model& model) {
+  FR_RETURN_IF_ERROR(CheckDevice(device, 0));
+  FR_RETURN_IF_ERROR(cuda::CudaCheck(cudaSetDevice(device.ordinal), "selecting the GPU"));
+  FR_ASSIGN_OR_RETURN(std::unique_ptr<cuda::DeviceWeights> weights, cuda::DeviceWeights::Upload(model));
+  return weights->bytes;
 }
 
 }  // namespace flashroll::engine

@@ -65,11 +65,19 @@ Result<const float*> DeviceWeights::Vector(const std::string& name, int64_t n) {
   return static_cast<const float*>(ptr);
 }
 
+Status DeviceWeights::Mlp(const std::string& prefix, int64_t width, Layer* layer) {
+  const int64_t hidden = model->config().hidden_size;
+  FR_ASSIGN_OR_RETURN(layer->gate_up, Stacked({{prefix + "gate_proj.weight", width}, {prefix + "up_proj.weight", width}},
+                                              hidden));
+  FR_ASSIGN_OR_RETURN(layer->down, Matrix(prefix + "down_proj.weight", hidden, width));
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const Model& model) {
   const ModelConfig& c = model.config();
-  if (!model.routing_shape().empty() || model.decoder_options().moe) {
-    return Status::Unimplemented("the CUDA backend runs dense models so far; this " + c.architecture +
-                                 " model has routed experts (run it with --device cpu)");
+  if (!model.routing_shape().empty() && !RouteSupports(c.num_experts_per_tok)) {
+    return Status::Unimplemented("the CUDA router takes at most 32 experts a token; the model's "
+                                 "num_experts_per_tok is " + std::to_string(c.num_experts_per_tok));
   }
   if (!AttentionSupports(c.head_dim)) {
     return Status::Unimplemented("the CUDA attention kernel takes head_dim 16, 32, 64 or 128; the model has " +
@@ -111,10 +119,26 @@ Result<std::unique_ptr<DeviceWeights>> DeviceWeights::Upload(const Model& model)
       FR_ASSIGN_OR_RETURN(layer.q_norm, w->Vector(p + "self_attn.q_norm.weight", c.head_dim));
       FR_ASSIGN_OR_RETURN(layer.k_norm, w->Vector(p + "self_attn.k_norm.weight", c.head_dim));
     }
-    const int64_t width = c.intermediate_size;
-    FR_ASSIGN_OR_RETURN(layer.gate_up,
-                        w->Stacked({{p + "mlp.gate_proj.weight", width}, {p + "mlp.up_proj.weight", width}}, hidden));
-    FR_ASSIGN_OR_RETURN(layer.down, w->Matrix(p + "mlp.down_proj.weight", hidden, width));
+    layer.moe = o.moe && c.IsMoeLayer(l);
+    if (!layer.moe) {
+      FR_RETURN_IF_ERROR(w->Mlp(p + "mlp.", c.intermediate_size, &layer));
+      continue;
+    }
+    FR_ASSIGN_OR_RETURN(layer.router, w->Matrix(p + "mlp.gate.weight", c.num_experts, hidden));
+    const int64_t width = c.moe_intermediate_size;
+    std::vector<Part> gate_up, down;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const std::string expert = p + "mlp.experts." + std::to_string(e) + ".";
+      gate_up.push_back({expert + "gate_proj.weight", width});
+      gate_up.push_back({expert + "up_proj.weight", width});
+      down.push_back({expert + "down_proj.weight", hidden});
+    }
+    FR_ASSIGN_OR_RETURN(layer.experts_gate_up, w->Stacked(gate_up, hidden));
+    FR_ASSIGN_OR_RETURN(layer.experts_down, w->Stacked(down, width));
+    if (o.shared_expert) {
+      FR_RETURN_IF_ERROR(w->Mlp(p + "mlp.shared_expert.", c.shared_expert_intermediate_size, &layer));
+      FR_ASSIGN_OR_RETURN(layer.shared_gate, w->Vector(p + "mlp.shared_expert_gate.weight", hidden));
+    }
   }
   return w;
 }

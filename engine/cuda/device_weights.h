@@ -1,9 +1,11 @@
-// DeviceWeights: a dense model's weights copied to the GPU, by the Hugging
-// Face tensor names Model reads (model.cc). bf16 matrices stay bf16; every
-// other type is dequantised to f32 on the host first; norms and biases are
-// f32. A layer's q, k and v projections are stacked into one matrix, and so
-// are gate and up, so each takes one launch (a row's sum does not depend on
-// the other rows of its matrix).
+// DeviceWeights: a model's weights copied to the GPU, by the Hugging Face
+// tensor names Model reads (model.cc). bf16 matrices stay bf16; every other
+// type is dequantised to f32 on the host first; norms, biases and the shared
+// expert's gate vector are f32. A layer's q, k and v projections are stacked
+// into one matrix, and so are gate and up, so each takes one launch (a row's
+// sum does not depend on the other rows of its matrix). A MoE layer's
+// experts are stacked into two matrices, every expert's gate and up rows one
+// expert after another, and every expert's down rows.
 //
 // Thread safety: immutable after Upload.
 #pragma once
@@ -28,14 +30,23 @@ struct DeviceWeights {
     const float* k_bias = nullptr;
     const float* v_bias = nullptr;
     DeviceMatrix qkv;      // rows: q_dim of q, then kv_dim of k, then kv_dim of v
+    DeviceMatrix o;
+    // The dense FFN (dense layers), or a MoE layer's shared expert (when
+    // shared_gate is set).
     DeviceMatrix gate_up;  // rows: intermediate of gate, then intermediate of up
-    DeviceMatrix o, down;
+    DeviceMatrix down;
+    // MoE layers.
+    bool moe = false;
+    DeviceMatrix router;           // [experts][hidden]
+    DeviceMatrix experts_gate_up;  // [experts][gate, then up: 2 x moe_intermediate][hidden]
+    DeviceMatrix experts_down;     // [experts][hidden][moe_intermediate]
+    const float* shared_gate = nullptr;  // [hidden] (qwen2_moe)
   };
 
   // Copies `model`'s weights to the current GPU. Unimplemented for what the
-  // kernels cannot run yet (routed experts, a head_dim other than 16, 32, 64
-  // or 128); InvalidArgument naming the tensor whose width is not a multiple
-  // of 8; ResourceExhausted when the GPU has no room.
+  // kernels cannot run (a head_dim other than 16, 32, 64 or 128, more than
+  // 32 experts a token); InvalidArgument naming the tensor whose width is
+  // not a multiple of 8; ResourceExhausted when the GPU has no room.
   static Result<std::unique_ptr<DeviceWeights>> Upload(const Model& model);
 
   const Model* model = nullptr;
@@ -56,6 +67,8 @@ struct DeviceWeights {
     return Stacked({{name, rows}}, cols);
   }
   Result<const float*> Vector(const std::string& name, int64_t n);
+  // A SwiGLU FFN of `width` under `prefix` into layer->gate_up and down.
+  Status Mlp(const std::string& prefix, int64_t width, Layer* layer);
   Result<void*> Copy(const void* host, size_t size);
 
   std::vector<DeviceBuffer> buffers_;

@@ -105,15 +105,32 @@ __device__ void LoadEight(const __nv_bfloat16* p, float* out) {
   }
 }
 
+// kGrouped: blockIdx.y is a tile of ExpertTiles (at most kRowGroup slots of
+// one expert), its weights that expert's [rows][cols] block, its x rows
+// gathered through tiles.gather; blocks past tiles.count leave at once.
+template <bool kGrouped>
 __global__ void MatMulKernel(const float* __restrict__ w, const float* __restrict__ x, const float* residual, int64_t n,
-                             int64_t rows, int64_t cols, float* y) {
+                             int64_t rows, int64_t cols, float* y, ExpertTiles tiles) {
   const int warp = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kMatMulWarps + warp;
   if (r >= rows) return;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kRowGroup;
-  const int64_t group = n - t0 < kRowGroup ? n - t0 : kRowGroup;
+  int64_t t0 = static_cast<int64_t>(blockIdx.y) * kRowGroup;
+  int64_t end = n;
   const float* wr = w + r * cols;
+  if constexpr (kGrouped) {
+    if (static_cast<int>(blockIdx.y) >= *tiles.count) return;
+    t0 = tiles.begin[blockIdx.y];
+    end = tiles.end[blockIdx.y];
+    wr += static_cast<int64_t>(tiles.expert[blockIdx.y]) * rows * cols;
+  }
+  const int64_t group = end - t0 < kRowGroup ? end - t0 : kRowGroup;
+  const float* xr[kRowGroup];
+#pragma unroll
+  for (int t = 0; t < kRowGroup; ++t) {
+    const int64_t slot = t < group ? t0 + t : t0;
+    xr[t] = x + (kGrouped && tiles.gather ? tiles.gather[slot] : slot) * cols;
+  }
   float acc[kRowGroup] = {};
   // Unrolled so that several 16-byte weight loads are in flight per lane;
   // the sums keep their order.
@@ -125,7 +142,7 @@ __global__ void MatMulKernel(const float* __restrict__ w, const float* __restric
     for (int t = 0; t < kRowGroup; ++t) {
       if (t >= group) break;
       float xv[8];
-      LoadEight(x + (t0 + t) * cols + c, xv);
+      LoadEight(xr[t] + c, xv);
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[t] = __fmaf_rn(wv[j], xv[j], acc[t]);
     }
@@ -198,17 +215,26 @@ __device__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32
 // column c + 8q + j and k index 2q + 8 + j is column c + 8q + 2 + j, for A
 // and B alike, so the permutation cancels in the sum; the second mma of the
 // pair takes columns c + 8q + 4 .. 7 the same way.
-template <int R, int T>
+// kGrouped: blockIdx.x is a tile of ExpertTiles (at most 8T slots of one
+// expert) as in MatMulKernel; the sums are the same either way.
+template <int R, int T, bool kGrouped>
 __global__ void __launch_bounds__(kMaxSlices * kWarp)
     MmaMatMulKernel(const __nv_bfloat16* __restrict__ w, const float* __restrict__ x, const float* residual,
-                    int64_t n, int64_t rows, int64_t cols, int chunks_per_slice, float* y) {
+                    int64_t n, int64_t rows, int64_t cols, int chunks_per_slice, float* y, ExpertTiles tiles) {
   extern __shared__ float partial[];  // [slice][R][T][4][lane]
   const int slice = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int g = lane / 4;
   const int q = lane % 4;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16 * R;
-  const int64_t tok0 = static_cast<int64_t>(blockIdx.x) * 8 * T;
+  int64_t tok0 = static_cast<int64_t>(blockIdx.x) * 8 * T;
+  int64_t tok_end = n;
+  if constexpr (kGrouped) {
+    if (static_cast<int>(blockIdx.x) >= *tiles.count) return;  // the whole block
+    tok0 = tiles.begin[blockIdx.x];
+    tok_end = tiles.end[blockIdx.x];
+    w += static_cast<int64_t>(tiles.expert[blockIdx.x]) * rows * cols;
+  }
   const int64_t slice_begin = static_cast<int64_t>(slice) * chunks_per_slice * kChunkCols;
   int64_t slice_end = slice_begin + static_cast<int64_t>(chunks_per_slice) * kChunkCols;
   if (slice_end > cols) slice_end = cols;
@@ -229,8 +255,9 @@ __global__ void __launch_bounds__(kMaxSlices * kWarp)
 #pragma unroll
   for (int t = 0; t < T; ++t) {
     const int64_t tok = tok0 + t * 8 + g;
-    xok[t] = tok < n;
-    xrow[t] = x + (xok[t] ? tok : 0) * cols + 8 * q;
+    xok[t] = tok < tok_end;
+    const int64_t src = !xok[t] ? 0 : kGrouped && tiles.gather ? tiles.gather[tok] : tok;
+    xrow[t] = x + src * cols + 8 * q;
   }
 
   float acc[R][T][4];
@@ -305,28 +332,37 @@ __global__ void __launch_bounds__(kMaxSlices * kWarp)
     const int r = e / (4 * kWarp * T);
     const int64_t row = row0 + r * 16 + l / 4 + (i >= 2 ? 8 : 0);
     const int64_t tok = tok0 + t * 8 + (l % 4) * 2 + (i & 1);
-    if (row < rows && tok < n) {
+    if (row < rows && tok < tok_end) {
       const int64_t at = tok * rows + row;
       y[at] = residual ? __fadd_rn(residual[at], sum) : sum;
     }
   }
 }
 
+// The dense product (tiles.count null) or the grouped one over `tiles`,
+// whose grid covers tiles.max tiles; rows are per expert when grouped.
 template <int R, int T>
-void LaunchMma(const DeviceMatrix& w, const float* x, const float* residual, int64_t n, float* y,
-               cudaStream_t stream) {
+void LaunchMma(const DeviceMatrix& w, int64_t rows, const float* x, const float* residual, int64_t n, float* y,
+               const ExpertTiles& tiles, cudaStream_t stream) {
   const GemmSplit split = GemmSlices(w.cols);
   const size_t shared = static_cast<size_t>(split.slices) * R * T * 4 * kWarp * sizeof(float);
-  static const bool raised = [] {
-    cudaFuncSetAttribute(MmaMatMulKernel<R, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         kMaxSlices * R * T * 4 * kWarp * sizeof(float));
+  const size_t most = kMaxSlices * R * T * 4 * kWarp * sizeof(float);
+  static const bool raised = [most] {
+    cudaFuncSetAttribute(MmaMatMulKernel<R, T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+    cudaFuncSetAttribute(MmaMatMulKernel<R, T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
     return true;
   }();
   (void)raised;
-  const int64_t tiles = (w.rows + 16 * R - 1) / (16 * R);
-  const dim3 grid(static_cast<unsigned>((n + 8 * T - 1) / (8 * T)), static_cast<unsigned>(tiles));
-  MmaMatMulKernel<R, T><<<grid, split.slices * kWarp, shared, stream>>>(
-      static_cast<const __nv_bfloat16*>(w.data), x, residual, n, w.rows, w.cols, split.chunks_per_slice, y);
+  const auto* weights = static_cast<const __nv_bfloat16*>(w.data);
+  const unsigned row_tiles = static_cast<unsigned>((rows + 16 * R - 1) / (16 * R));
+  if (tiles.count) {
+    MmaMatMulKernel<R, T, true><<<dim3(static_cast<unsigned>(tiles.max), row_tiles), split.slices * kWarp, shared,
+                                  stream>>>(weights, x, nullptr, 0, rows, w.cols, split.chunks_per_slice, y, tiles);
+    return;
+  }
+  const dim3 grid(static_cast<unsigned>((n + 8 * T - 1) / (8 * T)), row_tiles);
+  MmaMatMulKernel<R, T, false><<<grid, split.slices * kWarp, shared, stream>>>(weights, x, residual, n, rows, w.cols,
+                                                                              split.chunks_per_slice, y, tiles);
 }
 
 // ---- Q/K/V: bias, per-head norm, RoPE, KV write ----
@@ -626,6 +662,175 @@ __global__ void __launch_bounds__(kDrawThreads)
   out[row] = r;
 }
 
+// ---- Mixture of experts: routing, grouping by expert, combining ----
+
+constexpr int kMaxTopK = 32;
+
+// Whether (v, id) comes before (best_v, best_id) in the router's order:
+// higher probability first, ties to the lower id (model.cc's TopK).
+__device__ bool Before(float v, int32_t id, float best_v, int32_t best_id) {
+  return v > best_v || (v == best_v && id < best_id);
+}
+
+// One warp per row: softmax over the experts (max, exp, a strided sum and a
+// fixed butterfly, times 1 / sum as kernels::Softmax), then the k experts
+// one after another as the largest after the previous in Before's order, or
+// the row's replayed ids; lane 0 writes the weights (summed in the chosen
+// order, as model.cc), the ids, their ascending order and the routed copy.
+__global__ void RouteKernel(const float* logits, int64_t experts, int k, bool norm_topk, const int64_t* replay_offsets,
+                            const int32_t* replay_ids, int64_t moe_index, int64_t routed_stride, int32_t* chosen,
+                            float* weights, int32_t* ascending, int32_t* routed) {
+  extern __shared__ float probs[];  // [experts]
+  __shared__ int32_t ids[kMaxTopK];
+  const int64_t t = blockIdx.x;
+  const int lane = threadIdx.x;
+  const float* row = logits + t * experts;
+  float m = -INFINITY;
+  for (int64_t e = lane; e < experts; e += kWarp) m = fmaxf(m, row[e]);
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
+  float sum = 0.0f;
+  for (int64_t e = lane; e < experts; e += kWarp) {
+    const float v = expf(__fsub_rn(row[e], m));
+    probs[e] = v;
+    sum = __fadd_rn(sum, v);
+  }
+  const float inv = __fdiv_rn(1.0f, WarpSum(sum));
+  for (int64_t e = lane; e < experts; e += kWarp) probs[e] = __fmul_rn(probs[e], inv);
+  __syncwarp();
+  const int64_t replay = replay_offsets ? replay_offsets[t] : -1;
+  if (replay >= 0) {
+    if (lane < k) ids[lane] = replay_ids[replay + moe_index * k + lane];
+  } else {
+    float prev_v = INFINITY;
+    int32_t prev_id = -1;
+    for (int j = 0; j < k; ++j) {
+      float best_v = -INFINITY;
+      int32_t best_id = INT32_MAX;
+      for (int64_t e = lane; e < experts; e += kWarp) {
+        const float v = probs[e];
+        const int32_t id = static_cast<int32_t>(e);
+        if (Before(prev_v, prev_id, v, id) && (best_id == INT32_MAX || Before(v, id, best_v, best_id))) {
+          best_v = v;
+          best_id = id;
+        }
+      }
+      for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+        const float ov = __shfl_xor_sync(kFullMask, best_v, offset);
+        const int32_t oi = __shfl_xor_sync(kFullMask, best_id, offset);
+        if (oi != INT32_MAX && (best_id == INT32_MAX || Before(ov, oi, best_v, best_id))) {
+          best_v = ov;
+          best_id = oi;
+        }
+      }
+      if (lane == 0) ids[j] = best_id;
+      prev_v = best_v;
+      prev_id = best_id;
+    }
+  }
+  __syncwarp();
+  if (lane != 0) return;
+  float total = 0.0f;
+  for (int j = 0; j < k; ++j) total = __fadd_rn(total, probs[ids[j]]);
+  for (int j = 0; j < k; ++j) {
+    const float p = probs[ids[j]];
+    weights[t * k + j] = norm_topk ? __fdiv_rn(p, total) : p;
+    chosen[t * k + j] = ids[j];
+    routed[t * routed_stride + moe_index * k + j] = ids[j];
+  }
+  // The ascending order of the ids (distinct): the rank of each.
+  for (int j = 0; j < k; ++j) {
+    int rank = 0;
+    for (int i = 0; i < k; ++i) rank += ids[i] < ids[j] ? 1 : 0;
+    ascending[t * k + rank] = j;
+  }
+}
+
+constexpr int kGroupThreads = 1024;
+
+// One block: pair p (row p / k, its (p % k)-th expert) gets slot
+// offset[e] + (its rank among e's pairs in p order), the experts' slots
+// one after another in ascending id; warp w counts and places expert
+// w, w + 32, ... with ballots over 32 pairs at a time. Thread 0 cuts each
+// expert's slots into tiles of at most `slots`.
+__global__ void __launch_bounds__(kGroupThreads)
+    GroupKernel(const int32_t* chosen, int64_t pairs, int64_t experts, int k, int slots, int32_t* pair_slot,
+                int32_t* slot_row, int32_t* tile_expert, int32_t* tile_begin, int32_t* tile_end, int32_t* tile_count) {
+  extern __shared__ int32_t first_slot[];  // [experts]: the count, then the offset
+  const int warp = threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const unsigned below = (1u << lane) - 1;
+  for (int64_t e = warp; e < experts; e += kGroupThreads / kWarp) {
+    int32_t count = 0;
+    for (int64_t base = 0; base < pairs; base += kWarp) {
+      const int64_t p = base + lane;
+      count += __popc(__ballot_sync(kFullMask, p < pairs && chosen[p] == e));
+    }
+    if (lane == 0) first_slot[e] = count;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t offset = 0, tiles = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      const int32_t count = first_slot[e];
+      first_slot[e] = offset;
+      for (int32_t b = offset; b < offset + count; b += slots) {
+        tile_expert[tiles] = static_cast<int32_t>(e);
+        tile_begin[tiles] = b;
+        tile_end[tiles] = b + slots < offset + count ? b + slots : offset + count;
+        ++tiles;
+      }
+      offset += count;
+    }
+    *tile_count = tiles;
+  }
+  __syncthreads();
+  for (int64_t e = warp; e < experts; e += kGroupThreads / kWarp) {
+    int32_t next = first_slot[e];
+    for (int64_t base = 0; base < pairs; base += kWarp) {
+      const int64_t p = base + lane;
+      const bool mine = p < pairs && chosen[p] == e;
+      const unsigned ballot = __ballot_sync(kFullMask, mine);
+      if (mine) {
+        const int32_t slot = next + __popc(ballot & below);
+        pair_slot[p] = slot;
+        slot_row[slot] = static_cast<int32_t>(p / k);
+      }
+      next += __popc(ballot);
+    }
+  }
+}
+
+// Row t: x[t] += sum over its experts in ascending id of weight x output,
+// plus sigmoid(shared_gate . h[t]) x shared[t] (qwen2_moe), the products
+// accumulated in that order with one rounding each.
+__global__ void CombineKernel(float* x, const float* expert_out, const int32_t* pair_slot, const float* weights,
+                              const int32_t* ascending, int k, int64_t hidden, const float* shared,
+                              const float* shared_gate, const float* h) {
+  const int64_t t = blockIdx.x;
+  __shared__ float partial[kNormThreads];
+  float scale = 0.0f;
+  if (shared) {
+    float dot = 0.0f;
+    for (int64_t c = threadIdx.x; c < hidden; c += kNormThreads) dot = __fmaf_rn(shared_gate[c], h[t * hidden + c], dot);
+    partial[threadIdx.x] = dot;
+    __syncthreads();
+    for (int half = kNormThreads / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) partial[threadIdx.x] = __fadd_rn(partial[threadIdx.x], partial[threadIdx.x + half]);
+      __syncthreads();
+    }
+    scale = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-partial[0])));
+  }
+  for (int64_t c = threadIdx.x; c < hidden; c += kNormThreads) {
+    float acc = 0.0f;
+    for (int i = 0; i < k; ++i) {
+      const int j = ascending[t * k + i];
+      acc = __fmaf_rn(weights[t * k + j], expert_out[static_cast<int64_t>(pair_slot[t * k + j]) * hidden + c], acc);
+    }
+    if (shared) acc = __fmaf_rn(scale, shared[t * hidden + c], acc);
+    x[t * hidden + c] = __fadd_rn(x[t * hidden + c], acc);
+  }
+}
+
 unsigned Blocks(int64_t count, int threads) { return static_cast<unsigned>((count + threads - 1) / threads); }
 
 }  // namespace
@@ -653,15 +858,40 @@ void RmsNormRows(const float* x, const int64_t* rows, int64_t n, int64_t width, 
 
 void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream, const float* residual) {
   if (n == 0 || w.rows == 0) return;
+  const ExpertTiles dense;
   if (w.bf16) {
     // The tile follows n; the sums do not (see MmaMatMulKernel).
-    if (n <= 8) return LaunchMma<1, 1>(w, x, residual, n, y, stream);
-    if (n <= 16) return LaunchMma<1, 2>(w, x, residual, n, y, stream);
-    return LaunchMma<2, 4>(w, x, residual, n, y, stream);
+    if (n <= 8) return LaunchMma<1, 1>(w, w.rows, x, residual, n, y, dense, stream);
+    if (n <= 16) return LaunchMma<1, 2>(w, w.rows, x, residual, n, y, dense, stream);
+    return LaunchMma<2, 4>(w, w.rows, x, residual, n, y, dense, stream);
   }
   const dim3 grid(Blocks(w.rows, kMatMulWarps), Blocks(n, kRowGroup));
-  MatMulKernel<<<grid, kMatMulWarps * kWarp, 0, stream>>>(static_cast<const float*>(w.data), x, residual, n, w.rows,
-                                                          w.cols, y);
+  MatMulKernel<false><<<grid, kMatMulWarps * kWarp, 0, stream>>>(static_cast<const float*>(w.data), x, residual, n,
+                                                                 w.rows, w.cols, y, dense);
+}
+
+int ExpertTileSlots(bool bf16, int64_t pairs, int64_t experts) {
+  if (!bf16) return kRowGroup;
+  const int64_t per_expert = (pairs + experts - 1) / experts;
+  return per_expert <= 8 ? 8 : per_expert <= 16 ? 16 : 32;
+}
+
+int64_t MaxExpertTiles(int64_t pairs, int64_t experts, int tile_slots) {
+  return pairs / tile_slots + (pairs < experts ? pairs : experts) + 1;
+}
+
+void ExpertMatMul(const DeviceMatrix& w, int64_t experts, const float* x, const ExpertTiles& tiles, float* y,
+                  cudaStream_t stream) {
+  if (tiles.max == 0 || w.rows == 0) return;
+  const int64_t rows = w.rows / experts;
+  if (w.bf16) {
+    if (tiles.slots <= 8) return LaunchMma<1, 1>(w, rows, x, nullptr, 0, y, tiles, stream);
+    if (tiles.slots <= 16) return LaunchMma<1, 2>(w, rows, x, nullptr, 0, y, tiles, stream);
+    return LaunchMma<2, 4>(w, rows, x, nullptr, 0, y, tiles, stream);
+  }
+  const dim3 grid(Blocks(rows, kMatMulWarps), static_cast<unsigned>(tiles.max));
+  MatMulKernel<true><<<grid, kMatMulWarps * kWarp, 0, stream>>>(static_cast<const float*>(w.data), x, nullptr, 0,
+                                                                rows, w.cols, y, tiles);
 }
 
 void QkvPost(float* qkv, const float* q_bias, const float* k_bias, const float* v_bias, const float* q_norm,
@@ -693,6 +923,35 @@ void DrawRows(const float* logits, int64_t n, int64_t vocab, const DrawParams* p
               DrawResult* out, cudaStream_t stream) {
   if (n == 0) return;
   DrawKernel<<<static_cast<unsigned>(n), kDrawThreads, 0, stream>>>(logits, vocab, params, block_sums, out);
+}
+
+bool RouteSupports(int64_t k) { return k >= 1 && k <= kMaxTopK; }
+
+void RouteRows(const float* router_logits, int64_t n, int64_t experts, int64_t k, bool norm_topk,
+               const int64_t* replay_offsets, const int32_t* replay_ids, int64_t moe_index, int64_t routed_stride,
+               int32_t* chosen, float* weights, int32_t* ascending, int32_t* routed, cudaStream_t stream) {
+  if (n == 0) return;
+  RouteKernel<<<static_cast<unsigned>(n), kWarp, static_cast<size_t>(experts) * sizeof(float), stream>>>(
+      router_logits, experts, static_cast<int>(k), norm_topk, replay_offsets, replay_ids, moe_index, routed_stride,
+      chosen, weights, ascending, routed);
+}
+
+void GroupByExpert(const int32_t* chosen, int64_t n, int64_t k, int64_t experts, int32_t* pair_slot,
+                   int32_t* slot_row, int32_t* tile_expert, int32_t* tile_begin, int32_t* tile_end,
+                   int32_t* tile_count, int slots, cudaStream_t stream) {
+  if (n == 0) return;
+  GroupKernel<<<1, kGroupThreads, static_cast<size_t>(experts) * sizeof(int32_t), stream>>>(
+      chosen, n * k, experts, static_cast<int>(k), slots, pair_slot, slot_row, tile_expert, tile_begin, tile_end,
+      tile_count);
+}
+
+void CombineExperts(float* x, const float* expert_out, const int32_t* pair_slot, const float* weights,
+                    const int32_t* ascending, int64_t n, int64_t k, int64_t hidden, const float* shared,
+                    const float* shared_gate, const float* h, cudaStream_t stream) {
+  if (n == 0) return;
+  CombineKernel<<<static_cast<unsigned>(n), kNormThreads, 0, stream>>>(x, expert_out, pair_slot, weights, ascending,
+                                                                     static_cast<int>(k), hidden, shared, shared_gate,
+                                                                     h);
 }
 
 void SwiGlu(const float* gate_up, int64_t n, int64_t width, float* y, cudaStream_t stream) {

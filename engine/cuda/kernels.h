@@ -14,6 +14,11 @@
 //     fixed butterfly. Rows run in groups of 4 that share the weight loads.
 //   RmsNorm: one 256-thread block per row, strided partial sums (float4 ones
 //     where the width is a multiple of 4), then a fixed tree.
+//   Mixture of experts: the router's softmax per row by a fixed butterfly,
+//     top-k ties to the lower id; each (row, expert) pair's products run in
+//     the MatMul kernels above on a slot of its expert's group, so a pair's
+//     sums do not depend on which other rows chose that expert; a row's
+//     expert outputs are added in ascending expert id.
 //   Attention: one warp per (row, head); lane j takes positions j, j+32, ...
 //     of the row's context with an online softmax, and the 32 partial
 //     (max, sum, output) triples merge through shared memory, lanes summed in
@@ -43,12 +48,68 @@ void EmbedRows(const DeviceMatrix& table, const int32_t* tokens, int64_t n, floa
 void RmsNormRows(const float* x, const int64_t* rows, int64_t n, int64_t width, const float* weight, float eps,
                  float* out, cudaStream_t stream);
 
+// Where the (row, expert) pairs of a MoE layer sit when grouped by expert
+// (GroupByExpert): tile i covers slots begin[i] .. end[i] - 1, all routed to
+// expert[i], at most `slots` of them; *count tiles are in use out of `max`
+// (the launch's grid). gather[slot] is the activation row of a slot, or null
+// when the slots are the rows. All are device pointers; a null count means a
+// dense product.
+struct ExpertTiles {
+  const int32_t* expert = nullptr;
+  const int32_t* begin = nullptr;
+  const int32_t* end = nullptr;
+  const int32_t* count = nullptr;
+  const int32_t* gather = nullptr;
+  int64_t max = 0;
+  int slots = 8;
+};
+
 // y[n][w.rows] = x[n][w.cols] . W^T, plus residual[n][w.rows] when it is not
 // null (y may be residual). bf16 weights multiply the activations as two
 // bf16 terms each (hi + lo, about 2^-17 of x), so the result is within f32
 // rounding of the f32 product, not of a bf16 one.
 void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream,
             const float* residual = nullptr);
+
+// The tile size GroupByExpert should use for n x k pairs over `experts`
+// experts whose matrices are bf16 (or not): it only picks a launch shape.
+int ExpertTileSlots(bool bf16, int64_t pairs, int64_t experts);
+// Tiles that `pairs` pairs over `experts` experts can need at `slots` a tile.
+int64_t MaxExpertTiles(int64_t pairs, int64_t experts, int tile_slots);
+
+// Expert products over grouped slots: y[slot][w.rows / experts] =
+// x[tiles.gather ? gather[slot] : slot] . W_e^T for the slot's expert e,
+// where w stacks the experts' [w.rows / experts][w.cols] matrices. Each
+// output element is summed exactly as MatMul sums it.
+void ExpertMatMul(const DeviceMatrix& w, int64_t experts, const float* x, const ExpertTiles& tiles, float* y,
+                  cudaStream_t stream);
+
+// Per row t of router_logits [n][experts]: softmax, then the k experts of
+// highest probability (ties to the lower id) in descending order, or, when
+// replay_offsets[t] >= 0, replay_ids[replay_offsets[t] + moe_index * k ..];
+// weights are their probabilities, divided by their sum when norm_topk
+// (model.h). Writes chosen[n][k], weights[n][k], ascending[n][k] (the
+// indices j of chosen[t] in ascending expert id) and
+// routed[t * routed_stride + moe_index * k + j]. replay_offsets may be null.
+bool RouteSupports(int64_t k);
+void RouteRows(const float* router_logits, int64_t n, int64_t experts, int64_t k, bool norm_topk,
+               const int64_t* replay_offsets, const int32_t* replay_ids, int64_t moe_index, int64_t routed_stride,
+               int32_t* chosen, float* weights, int32_t* ascending, int32_t* routed, cudaStream_t stream);
+
+// Groups the n x k pairs of chosen[n][k] by expert: pair_slot[n * k] (the
+// slot of pair t * k + j), slot_row[n * k] (a slot's row), slots in
+// ascending expert id and, within one expert, ascending pair; and the tiles
+// of at most `slots` slots (tile_* have room for MaxExpertTiles).
+void GroupByExpert(const int32_t* chosen, int64_t n, int64_t k, int64_t experts, int32_t* pair_slot,
+                   int32_t* slot_row, int32_t* tile_expert, int32_t* tile_begin, int32_t* tile_end,
+                   int32_t* tile_count, int slots, cudaStream_t stream);
+
+// x[t] += sum over row t's experts in ascending id of weight x
+// expert_out[slot], plus, when shared is not null, sigmoid(shared_gate .
+// h[t]) x shared[t] (a shared expert's output).
+void CombineExperts(float* x, const float* expert_out, const int32_t* pair_slot, const float* weights,
+                    const int32_t* ascending, int64_t n, int64_t k, int64_t hidden, const float* shared,
+                    const float* shared_gate, const float* h, cudaStream_t stream);
 
 // The paged KV of one layer and where each row's tokens sit in it.
 struct KvView {

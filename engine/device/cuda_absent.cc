@@ -29,6 +29,11 @@ Result<std::vector<DeviceDrawOutcome>> DeviceDrawRows(const DeviceSpec& device, 
   return Status::Internal("unreachable: CheckDevice refuses CUDA in this build");
 }
 
+Result<int64_t> DeviceUploadedWeightBytes(const DeviceSpec& device, const Model& /*model*/) {
+  FR_RETURN_IF_ERROR(CheckDevice(device, 0));
+  return Status::Internal("unreachable: CheckDevice refuses CUDA in this build");
+}
+
 Result<std::unique_ptr<Backend>> NewCudaBackend(const Model& /*model*/, const DeviceSpec& device) {
   return CheckDevice(device, 0);
 }

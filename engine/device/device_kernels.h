@@ -3,7 +3,8 @@
 // (the device draw, kernels.h DrawRows, finished as the engine does). The
 // GPU tests check the matrix kernel's batch invariance and accuracy and the
 // draws' equality with the CPU sampler through them; a build without CUDA
-// refuses them as CheckDevice does.
+// refuses them as CheckDevice does. DeviceUploadedWeightBytes measures the
+// weight upload.
 //
 // Thread safety: as the CUDA runtime (any thread; it syncs the device).
 #pragma once
@@ -13,6 +14,7 @@
 
 #include "common/status.h"
 #include "engine/device/device.h"
+#include "engine/models/model.h"
 #include "engine/sampling/sampler.h"
 
 namespace flashroll::engine {
@@ -37,5 +39,11 @@ Result<std::vector<DeviceDrawOutcome>> DeviceDrawRows(const DeviceSpec& device, 
                                                       int64_t vocab, const std::vector<SamplingParams>& params,
                                                       const std::vector<uint64_t>& choices,
                                                       const std::vector<uint64_t>& indices);
+
+// The bytes of GPU memory the CUDA backend's upload of `model`'s weights
+// allocates (what CudaWeightBytes in device_memory.h predicts from the
+// tensor index), the weights freed again. CheckDevice's errors without a
+// usable GPU; the upload's own errors.
+Result<int64_t> DeviceUploadedWeightBytes(const DeviceSpec& device, const Model& model);
 
 }  // namespace flashroll::engine

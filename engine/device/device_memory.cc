@@ -8,8 +8,15 @@
 namespace flashroll::engine {
 namespace {
 
-// The matrix a weight is uploaded into: q/k/v share one, gate/up another.
-std::string StackOf(const std::string& name) {
+// The matrix a weight is uploaded into: q/k/v share one, gate/up another;
+// a MoE layer's experts share one for their gate/up and one for their down
+// projections ("experts.E." drops its E).
+std::string StackOf(std::string name) {
+  if (const size_t at = name.find(".experts."); at != std::string::npos) {
+    const size_t begin = at + std::string(".experts.").size();
+    const size_t end = name.find('.', begin);
+    if (end != std::string::npos) name.erase(begin, end + 1 - begin);
+  }
   for (const auto& [part, stack] : {std::pair{"q_proj.", "qkv."}, {"k_proj.", "qkv."}, {"v_proj.", "qkv."},
                                     {"gate_proj.", "gate_up."}, {"up_proj.", "gate_up."}}) {
     const size_t at = name.find(part);
@@ -31,7 +38,8 @@ int64_t CudaWeightBytes(const ModelFiles& files) {
     // GGUF's rope_freqs is folded into the RoPE tables, never uploaded.
     if (name == "rope_freqs.weight") continue;
     if (name == "lm_head.weight" && files.config().tie_word_embeddings) continue;
-    if (t.shape.size() <= 1) {  // norms and biases: f32
+    // Norms, biases and a shared expert's gate ([1, hidden]): f32 vectors.
+    if (t.shape.size() <= 1 || (t.shape.size() == 2 && t.shape[0] == 1)) {
       total += NumElements(t.shape) * static_cast<int64_t>(sizeof(float));
       continue;
     }

@@ -5,8 +5,11 @@
 //
 // The file size on disk undercounts: the CUDA backend keeps bf16 matrices as
 // bf16 but expands every other type (f16, q8_0, q4_K, ...) to f32, stores
-// norms and biases as f32, and stacks q/k/v and gate/up into one matrix each
-// (f32 unless every part is bf16); see engine/cuda/device_weights.h.
+// norms, biases and a shared expert's [1, hidden] gate as f32, and stacks
+// q/k/v and gate/up into one matrix each, and a MoE layer's experts into one
+// gate/up and one down matrix (f32 unless every part is bf16); see
+// engine/cuda/device_weights.h. The GPU test CudaWeightBytesTest checks
+// these bytes against the upload's own.
 //
 // Thread safety: pure functions.
 #pragma once

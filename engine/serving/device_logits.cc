@@ -8,7 +8,7 @@
 namespace flashroll::engine {
 
 Result<std::vector<float>> DeviceLogits(const Model& model, const DeviceSpec& device,
-                                        const std::vector<int32_t>& tokens) {
+                                        const std::vector<int32_t>& tokens, std::vector<int32_t>* routed) {
   if (tokens.empty()) return Status::InvalidArgument("no tokens to run");
   const int64_t n = static_cast<int64_t>(tokens.size());
   const KvLayout layout = model.KvLayoutFor(16, KvDType::kF32);
@@ -24,7 +24,7 @@ Result<std::vector<float>> DeviceLogits(const Model& model, const DeviceSpec& de
   batch.logit_rows.resize(static_cast<size_t>(n));
   std::iota(batch.logit_rows.begin(), batch.logit_rows.end(), 0);
   std::vector<float> logits(static_cast<size_t>(n * model.config().vocab_size));
-  FR_RETURN_IF_ERROR(backend->Forward(batch, logits.data(), nullptr));
+  FR_RETURN_IF_ERROR(backend->Forward(batch, logits.data(), routed));
   return logits;
 }
 

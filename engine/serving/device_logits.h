@@ -15,9 +15,11 @@
 
 namespace flashroll::engine {
 
-// [tokens.size()][vocab] logits. Errors: the device's (CheckDevice,
+// [tokens.size()][vocab] logits; with `routed` (MoE models) also the experts
+// each position was routed to, [position][moe_layer][k] as
+// Backend::Forward gives them. Errors: the device's (CheckDevice,
 // NewBackend), an empty list, or a token id or position the model refuses.
 Result<std::vector<float>> DeviceLogits(const Model& model, const DeviceSpec& device,
-                                        const std::vector<int32_t>& tokens);
+                                        const std::vector<int32_t>& tokens, std::vector<int32_t>* routed = nullptr);
 
 }  // namespace flashroll::engine

@@ -1,5 +1,5 @@
 // The CUDA backend on the GPU: parity with Hugging Face transformers on the
-// dense parity fixtures (tests/data/parity/, f32 weights), and exactness on
+// parity fixtures (tests/data/parity/, f32 weights, dense and MoE), and exactness on
 // the shipped bf16 model: a seeded request gives the same tokens and
 // bitwise-identical logprobs alone and among 16 others with chunked prefill
 // mixed in, and prefill equals decode bitwise.
@@ -31,28 +31,9 @@ namespace {
 
 using cuda_testing::kGpu;
 
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
-
-std::vector<int32_t> Ints(const Json& array) {
-  std::vector<int32_t> out;
-  for (const Json& v : array) out.push_back(v.get<int32_t>());
-  return out;
-}
-
-std::unique_ptr<Model> LoadOrDie(const std::string& path) {
-  auto m = Model::Load(path);
-  if (!m.ok()) {
-    ADD_FAILURE() << m.status().ToString();
-    return nullptr;
-  }
-  return std::move(*m);
-}
+using cuda_testing::Ints;
+using cuda_testing::LoadOrDie;
+using cuda_testing::ReadFloats;
 
 class CudaParityTest : public ::testing::TestWithParam<std::string> {};
 
@@ -90,6 +71,8 @@ TEST_P(CudaParityTest, LogitsAndGreedyMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(DenseFixtures, CudaParityTest,
                          ::testing::Values("llama", "llama3_tied", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(MoeFixtures, CudaParityTest,
+                         ::testing::Values("qwen3_moe", "qwen3_moe_mixed", "qwen2_moe"));
 
 // The shipped bf16 model (bf16 weights on the GPU) against the CPU engine:
 // close logits, and the same greedy tokens.

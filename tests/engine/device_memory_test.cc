@@ -1,8 +1,10 @@
 // The GPU memory a model needs (device_memory.h), from its tensor index: the
 // CUDA backend's upload rule (engine/cuda/device_weights.cc: bf16 matrices
-// kept, every other type expanded to f32, norms and biases f32, q/k/v and
-// gate/up stacked) recomputed here tensor by tensor, the way Upload walks
-// the model, on f32 and bf16 safetensors and f32, f16 and q8_0 GGUF files.
+// kept, every other type expanded to f32, norms, biases and the shared
+// expert's gate f32, q/k/v and gate/up stacked, a MoE layer's experts in two
+// stacks) recomputed here tensor by tensor, the way Upload walks the model,
+// on f32 and bf16 safetensors (dense and MoE) and f32, f16 and q8_0 GGUF
+// files.
 #include "engine/device/device_memory.h"
 
 #include <gtest/gtest.h>
@@ -51,8 +53,24 @@ int64_t UploadedBytes(const ModelFiles& files) {
                               "self_attn.q_norm.weight", "self_attn.k_norm.weight"}) {
       if (files.Find(p + extra) != nullptr) total += vector(p + extra);
     }
-    total += stacked({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
-    total += stacked({p + "mlp.down_proj.weight"});
+    const bool moe = c.num_experts > 0 && c.IsMoeLayer(l);
+    if (!moe) {
+      total += stacked({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"});
+      total += stacked({p + "mlp.down_proj.weight"});
+      continue;
+    }
+    // Every expert's gate and up in one matrix, every down in another.
+    std::vector<std::string> gate_up, down;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const std::string expert = p + "mlp.experts." + std::to_string(e) + ".";
+      gate_up.insert(gate_up.end(), {expert + "gate_proj.weight", expert + "up_proj.weight"});
+      down.push_back(expert + "down_proj.weight");
+    }
+    total += stacked({p + "mlp.gate.weight"}) + stacked(gate_up) + stacked(down);
+    if (c.shared_expert_intermediate_size > 0) {
+      total += stacked({p + "mlp.shared_expert.gate_proj.weight", p + "mlp.shared_expert.up_proj.weight"});
+      total += stacked({p + "mlp.shared_expert.down_proj.weight"}) + vector(p + "mlp.shared_expert_gate.weight");
+    }
   }
   return total;
 }
@@ -117,6 +135,21 @@ void ExpectUploadRule(const std::string& path) {
 
 TEST(DeviceMemoryTest, SafetensorsFollowTheUploadRule) {
   for (const char* model : {"llama", "qwen2", "qwen3", "llama3_tied"}) ExpectUploadRule(std::string("tests/data/parity/") + model);
+}
+
+TEST(DeviceMemoryTest, MoeModelsFollowTheUploadRule) {
+  for (const char* model : {"qwen3_moe", "qwen3_moe_mixed", "qwen2_moe"}) {
+    ExpectUploadRule(std::string("tests/data/parity/") + model);
+  }
+  ExpectUploadRule("models/default-moe");
+  // In bf16 the experts stay bf16 and the shared expert's [1, hidden] gate
+  // is still an f32 vector.
+  TempDir dir;
+  for (const char* model : {"qwen2_moe", "qwen3_moe_mixed"}) {
+    const std::string bf16 = dir.path() + "/" + model + "-bf16";
+    WriteCopy(std::string("tests/data/parity/") + model, bf16, /*bf16=*/true);
+    ExpectUploadRule(bf16);
+  }
 }
 
 TEST(DeviceMemoryTest, GgufFollowsTheUploadRule) {
