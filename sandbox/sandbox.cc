@@ -722,7 +722,8 @@ Status Manager::RestoreSnapshot(const std::string& id, const std::string& path, 
                                                         impl_->user_namespace ? UsernsMode::kRootless : UsernsMode::kMapped));
   const uid_t uid = impl_->user_namespace ? ::geteuid() : sb->ids.range().base;
   const gid_t gid = impl_->user_namespace ? ::getegid() : sb->ids.range().base;
-  return RestoreTree(target.root.get(), path, snapshot, uid, gid).Wrap("sandbox " + id);
+  const uint32_t width = impl_->user_namespace ? 1 : sb->ids.range().count;
+  return RestoreTree(target.root.get(), path, snapshot, uid, gid, width).Wrap("sandbox " + id);
 }
 
 Status Manager::Destroy(const std::string& id) {
