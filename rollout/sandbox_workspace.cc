@@ -1,14 +1,62 @@
 #include "rollout/sandbox_workspace.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
+#include <functional>
+#include <optional>
+#include <utility>
 
 #include "common/log.h"
+#include "sandbox/unique_fd.h"
 
 namespace flashroll {
 
-Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, const Task& task) {
+namespace {
+
+std::string Bytes(uint64_t bytes) {
+  for (const auto& [shift, unit] : {std::pair{30, "G"}, std::pair{20, "M"}, std::pair{10, "K"}}) {
+    if (bytes >= (uint64_t{1} << shift) && bytes % (uint64_t{1} << shift) == 0) {
+      return std::to_string(bytes >> shift) + unit;
+    }
+  }
+  return std::to_string(bytes);
+}
+
+// kPermissionDenied when the task's `field` asks `asked` above `ceiling`.
+template <typename T>
+Status WithinCeiling(const std::string& what, const char* field, const std::optional<T>& asked, T ceiling,
+                     const std::function<std::string(T)>& text) {
+  if (!asked || *asked <= ceiling) return Status::Ok();
+  return Status::PermissionDenied(what + field + ": " + text(*asked) + " is above the job's ceiling of " +
+                                  text(ceiling) + " (sandbox.max." + field + ")");
+}
+
+}  // namespace
+
+Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, const Task& task,
+                                             const TaskCeilings& ceilings) {
   const TaskEnvironment& env = task.environment;
   const std::string what = "task " + task.id + ": environment.";
+  const std::function<std::string(uint64_t)> bytes = Bytes;
+  const std::function<std::string(int64_t)> count = [](int64_t n) { return std::to_string(n); };
+  const std::function<std::string(double)> cpus = [](double n) {
+    std::string text = std::to_string(n);
+    text.erase(text.find_last_not_of('0') + 1);
+    if (text.back() == '.') text.pop_back();
+    return text;
+  };
+  FR_RETURN_IF_ERROR(WithinCeiling(what, "memory", env.memory_bytes, ceilings.memory_bytes, bytes));
+  FR_RETURN_IF_ERROR(WithinCeiling(what, "disk", env.disk_bytes, ceilings.disk_bytes, bytes));
+  FR_RETURN_IF_ERROR(WithinCeiling(what, "pids", env.pids, ceilings.pids, count));
+  FR_RETURN_IF_ERROR(WithinCeiling(what, "cpus", env.cpus, ceilings.cpus, cpus));
+  if (env.allow.size() > ceilings.allow_rules) {
+    return Status::PermissionDenied(what + "allow: " + std::to_string(env.allow.size()) +
+                                    " rules are above the job's ceiling of " + std::to_string(ceilings.allow_rules) +
+                                    " (sandbox.max.allow_rules)");
+  }
   sandbox::SandboxSpec spec = job;
   if (!env.image.empty()) {
     if (env.image != "host" && env.image != "busybox") {
@@ -20,6 +68,10 @@ Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, co
   if (env.disk_bytes) spec.disk_bytes = *env.disk_bytes;
   if (env.pids) spec.pids = *env.pids;
   if (env.cpus) spec.cpus = *env.cpus;
+  if (!env.user.empty() || !env.group.empty()) {
+    spec.user = env.user;
+    spec.group = env.group;
+  }
   if (!env.net.empty()) {
     auto net = sandbox::ParseNetMode(env.net);
     if (!net.ok()) return net.status().Wrap(what + "net");
@@ -44,14 +96,16 @@ Result<std::unique_ptr<SandboxWorkspace>> SandboxWorkspace::Create(sandbox::Mana
                                                                    const sandbox::SandboxSpec& spec) {
   FR_ASSIGN_OR_RETURN(std::string id, manager.Create(spec));
   std::unique_ptr<SandboxWorkspace> workspace(new SandboxWorkspace(manager, spec, id));
+  // Made as the agent's user (the spec's, else the image's), who owns it.
   sandbox::ExecRequest mkdir;
-  mkdir.argv = {"/bin/mkdir", "-p", kWorkDir};
+  mkdir.argv = {"/bin/sh", "-c", std::string("mkdir -p ") + kWorkDir + " && id -u"};
   mkdir.timeout = std::chrono::seconds(10);
   FR_ASSIGN_OR_RETURN(sandbox::ExecResult made, manager.Exec(id, mkdir));
   if (made.exit_code != 0) {
     return Status::Internal("sandbox " + id + ": mkdir " + kWorkDir + " exited " +
                             std::to_string(made.exit_code) + ": " + made.stderr_data);
   }
+  workspace->agent_is_root_ = made.stdout_data == "0\n";
   return workspace;
 }
 
@@ -171,7 +225,37 @@ Status SandboxWorkspace::WriteFile(const std::string& path, const std::string& c
     FR_ASSIGN_OR_RETURN(sandbox::ExecResult made, manager_.Exec(id_, mkdir));
     if (made.exit_code != 0) return Status::IoError("sandbox " + id_ + ": mkdir " + parent + " failed");
   }
-  return manager_.PutFile(id_, full, contents);
+  if (agent_is_root_) return manager_.PutFile(id_, full, contents);
+  return WriteAsAgent(full, contents);
+}
+
+// The files API acts as the sandbox's root without capabilities, which
+// may not write in a directory another user owns; and a file it made
+// there would not be the agent's to change. So the agent's user writes
+// it: `cat` from a memfd holding the contents.
+Status SandboxWorkspace::WriteAsAgent(const std::string& full, const std::string& contents) {
+  sandbox::UniqueFd in(::memfd_create("flashroll-task-file", MFD_CLOEXEC));
+  sandbox::UniqueFd out(::memfd_create("flashroll-task-file-err", MFD_CLOEXEC));
+  if (!in.valid() || !out.valid()) return Status::FromErrno(errno, "sandbox " + id_ + ": memfd_create");
+  for (size_t done = 0; done < contents.size();) {
+    const ssize_t n = ::write(in.get(), contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, "sandbox " + id_ + ": write memfd");
+    done += static_cast<size_t>(n);
+  }
+  if (::lseek(in.get(), 0, SEEK_SET) != 0) return Status::FromErrno(errno, "sandbox " + id_ + ": lseek memfd");
+  sandbox::ExecRequest cat;
+  cat.argv = {"/bin/sh", "-c", "cat > \"$1\"", "sh", full};
+  cat.stdin_fd = in.get();
+  cat.stdout_fd = out.get();
+  cat.stderr_fd = out.get();
+  cat.timeout = std::chrono::seconds(10);
+  FR_ASSIGN_OR_RETURN(sandbox::ExecResult written, manager_.Exec(id_, cat));
+  if (written.exit_code == 0) return Status::Ok();
+  char said[512] = {};
+  const ssize_t n = ::pread(out.get(), said, sizeof(said) - 1, 0);
+  return Status::IoError("sandbox " + id_ + ": writing " + full + " as the agent's user exited " +
+                         std::to_string(written.exit_code) + (n > 0 ? ": " + std::string(said, static_cast<size_t>(n)) : ""));
 }
 
 Result<std::string> SandboxWorkspace::ReadFile(const std::string& path) {

@@ -29,8 +29,12 @@ namespace flashroll {
 // The sandbox for `task`: the job's spec with the task's environment over
 // it. InvalidArgument naming the task and the environment field (an image
 // other than a built-in one, a bad allow rule, allow without net policy,
-// limits out of range: sandbox::ValidateSpec).
-Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, const Task& task);
+// limits out of range: sandbox::ValidateSpec); PermissionDenied naming the
+// field and the ceiling for a limit the task asks above `ceilings`
+// ("task t: environment.pids: 5000 is above the job's ceiling of 4096
+// (sandbox.max.pids)"). The job's own spec is not checked against them.
+Result<sandbox::SandboxSpec> TaskSandboxSpec(const sandbox::SandboxSpec& job, const Task& task,
+                                             const TaskCeilings& ceilings = TaskCeilings());
 
 class SandboxWorkspace : public Workspace {
  public:
@@ -56,6 +60,11 @@ class SandboxWorkspace : public Workspace {
   const sandbox::SandboxSpec spec_;
   std::string id_;
   bool destroyed_ = false;  // by ForVerification
+  Status WriteAsAgent(const std::string& full, const std::string& contents);
+
+  // The agent's commands run as the sandbox's root (else files are written
+  // as its user: WriteFile).
+  bool agent_is_root_ = true;
 };
 
 }  // namespace flashroll

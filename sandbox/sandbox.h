@@ -216,8 +216,9 @@ class Manager {
   Result<TreeSnapshot> SnapshotFrozen(const std::string& id, const std::string& path,
                                       const SnapshotLimits& limits = SnapshotLimits());
   // Writes `snapshot` into the empty directory `path` of a running sandbox,
-  // owned by its root user (RestoreTree, tree_snapshot.h): for a fresh
-  // sandbox, one none of the snapshot's processes ever ran in.
+  // owned by the directory's owner, a user of the sandbox's, else by its
+  // root user (RestoreTree, tree_snapshot.h): for a fresh sandbox, one none
+  // of the snapshot's processes ever ran in.
   Status RestoreSnapshot(const std::string& id, const std::string& path, const TreeSnapshot& snapshot);
 
   // Kills everything, removes the cgroups; works from any state. kNotFound

@@ -161,8 +161,15 @@ Result<UniqueFd> OpenTop(int root_fd, const std::string& path) {
 
 }  // namespace
 
-Status RestoreTree(int root_fd, const std::string& path, const TreeSnapshot& snapshot, uid_t uid, gid_t gid) {
+Status RestoreTree(int root_fd, const std::string& path, const TreeSnapshot& snapshot, uid_t uid, gid_t gid,
+                   uint32_t width) {
   FR_ASSIGN_OR_RETURN(UniqueFd top, OpenTop(root_fd, path));
+  struct stat top_st {};
+  if (::fstat(top.get(), &top_st) != 0) return Status::FromErrno(errno, "restore: fstat " + path);
+  if (top_st.st_uid - uid < width && top_st.st_gid - gid < width) {
+    uid = top_st.st_uid;
+    gid = top_st.st_gid;
+  }
   // The directories made so far, by path: every entry is made relative to
   // its parent's descriptor, one that this function opened on what it made.
   std::map<std::string, UniqueFd> dirs;

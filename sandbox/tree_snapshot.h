@@ -62,10 +62,14 @@ struct SnapshotLimits {
 Result<TreeSnapshot> SnapshotTree(int root_fd, const std::string& path, const SnapshotLimits& limits);
 
 // Writes `snapshot` into the empty directory `path` beneath `root_fd`,
-// every entry owned by `uid`:`gid` (host ids). kNotFound when `path` is no
-// directory; kInvalidArgument for an entry whose parent is not in the
-// snapshot before it; the failed call otherwise (EEXIST included: the
-// directory was not empty).
-Status RestoreTree(int root_fd, const std::string& path, const TreeSnapshot& snapshot, uid_t uid, gid_t gid);
+// every entry owned by the directory's own owner when its uid lies in
+// [uid, uid + width) and its gid in [gid, gid + width) (the sandbox's ids:
+// a directory its user made, e.g. an agent running as a non-root user),
+// else by `uid`:`gid` (host ids: the sandbox's root). kNotFound when
+// `path` is no directory; kInvalidArgument for an entry whose parent is
+// not in the snapshot before it; the failed call otherwise (EEXIST
+// included: the directory was not empty).
+Status RestoreTree(int root_fd, const std::string& path, const TreeSnapshot& snapshot, uid_t uid, gid_t gid,
+                   uint32_t width = 1);
 
 }  // namespace flashroll::sandbox

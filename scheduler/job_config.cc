@@ -91,7 +91,15 @@ Schema JobConfigSchema(bool training_map) {
                                .Optional("pids", Schema::Int(1, 1'000'000))
                                .Optional("cpus", Schema::Float(0.01, 1024))
                                .Optional("timeout", Schema::Duration(1))
-                               .Optional("allow_unenforced_limits", Schema::Bool()))
+                               .Optional("allow_unenforced_limits", Schema::Bool())
+                               // USER[:GROUP] or :GROUP, read by ParseUserGroup below.
+                               .Optional("user", Schema::String())
+                               .Optional("max", Schema::Map()
+                                                    .Optional("memory", Schema::ByteSize(4ull << 20))
+                                                    .Optional("disk", Schema::ByteSize(1ull << 20))
+                                                    .Optional("pids", Schema::Int(1, 1'000'000))
+                                                    .Optional("cpus", Schema::Float(0.01, 4096))
+                                                    .Optional("allow_rules", Schema::Int(0, 1024))))
       .Optional("scheduler", Schema::Map()
                                  .Optional("group_size", Schema::Int(1, 1024))
                                  .Optional("max_in_flight", Schema::Int(1, 1'000'000))
@@ -331,6 +339,32 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.sandbox.cpus = ReadFloat(s, "cpus", c.sandbox.cpus);
     c.sandbox.allow_unenforced_limits = ReadBool(s, "allow_unenforced_limits", c.sandbox.allow_unenforced_limits);
     c.sandbox.exec_timeout = ReadDuration(s, "timeout", c.sandbox.exec_timeout);
+    if (s["user"].IsDefined()) {
+      const std::string user = ReadString(s, "user", "");
+      if (user.empty()) return file.ErrorAt(s["user"], "sandbox.user", "expected USER[:GROUP] or :GROUP, got an empty string");
+      if (Status bad = sandbox::ParseUserGroup(user, &c.sandbox.user, &c.sandbox.group); !bad.ok()) {
+        return file.ErrorAt(s["user"], "sandbox.user", bad.message());
+      }
+    }
+    if (const YAML::Node m = s["max"]; m.IsDefined() && m.IsMap()) {
+      TaskCeilings& max = c.sandbox.max;
+      max.memory_bytes = ReadByteSize(m, "memory", max.memory_bytes);
+      max.disk_bytes = ReadByteSize(m, "disk", max.disk_bytes);
+      max.pids = ReadInt(m, "pids", max.pids);
+      max.cpus = ReadFloat(m, "cpus", max.cpus);
+      max.allow_rules = static_cast<size_t>(ReadInt(m, "allow_rules", static_cast<int64_t>(max.allow_rules)));
+    }
+    // The job's own sandbox within its ceilings, so a ceiling is one.
+    const TaskCeilings& max = c.sandbox.max;
+    const auto above = [&](const char* key, bool is_above) -> Status {
+      if (!is_above) return Status::Ok();
+      return file.ErrorAt(Where(root, "sandbox", key), std::string("sandbox.") + key,
+                          std::string("is above sandbox.max.") + key);
+    };
+    FR_RETURN_IF_ERROR(above("memory", c.sandbox.memory_bytes > max.memory_bytes));
+    FR_RETURN_IF_ERROR(above("disk", c.sandbox.disk_bytes > max.disk_bytes));
+    FR_RETURN_IF_ERROR(above("pids", c.sandbox.pids > max.pids));
+    FR_RETURN_IF_ERROR(above("cpus", c.sandbox.cpus > max.cpus));
   }
   if (const YAML::Node s = root["scheduler"]; s.IsDefined() && s.IsMap()) {
     c.scheduler.group_size = ReadInt(s, "group_size", c.scheduler.group_size);
@@ -423,7 +457,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     Result<std::vector<Task>> loaded = LoadTaskFile(c.tasks.files[i]);
     if (!loaded.ok()) return file.ErrorAt(tasks["files"][i], key, loaded.status().message());
     for (const Task& task : *loaded) {
-      if (auto spec = TaskSandboxSpec(sandbox::SandboxSpec{}, task); !spec.ok()) {
+      if (auto spec = TaskSandboxSpec(sandbox::SandboxSpec{}, task, c.sandbox.max); !spec.ok()) {
         return file.ErrorAt(tasks["files"][i], key, c.tasks.files[i] + ": " + spec.status().message());
       }
     }

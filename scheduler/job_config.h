@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "tasks/task.h"
 
 namespace flashroll {
 
@@ -66,6 +67,13 @@ struct JobConfig {
     double cpus = 0.5;
     std::chrono::milliseconds exec_timeout{10000};
     bool allow_unenforced_limits = false;  // without root: run without the limits (Manager::Options)
+    // Who the agent's commands run as (`user: USER[:GROUP]`); empty: the
+    // image's user, else root. A task file's environment.user wins.
+    std::string user;
+    std::string group;
+    // What a task file's environment may ask at most (`max:`); the job's
+    // own values above must be within it too.
+    TaskCeilings max;
   } sandbox;
 
   struct Scheduler {

@@ -63,6 +63,8 @@ sandbox::SandboxSpec SpecOf(const JobConfig::Sandbox& s) {
   spec.disk_bytes = s.disk_bytes;
   spec.pids = s.pids;
   spec.cpus = s.cpus;
+  spec.user = s.user;
+  spec.group = s.group;
   return spec;
 }
 
@@ -424,7 +426,7 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
   std::string sandbox_id;
   {
     Result<std::unique_ptr<SandboxWorkspace>> workspace = Status::Internal("not created");
-    if (auto spec = TaskSandboxSpec(spec_, task); spec.ok()) {
+    if (auto spec = TaskSandboxSpec(spec_, task, config_.sandbox.max); spec.ok()) {
       workspace = SandboxWorkspace::Create(*manager_, *spec);
     } else {
       workspace = spec.status();

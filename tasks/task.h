@@ -38,6 +38,25 @@ struct TaskEnvironment {
   std::string net;                       // "none" or "policy"; empty: the job's
   std::vector<std::string> allow;        // with net policy: IP[/N]:PORT rules
   std::optional<uint64_t> disk_bytes;    // the writable root, on disk (sandbox/disk.h)
+  // Who the agent's commands run as (names or numbers in the image's
+  // /etc/passwd and /etc/group); both empty: the job's, else the image's.
+  // A user or a group given alone replaces the whole pair.
+  std::string user;
+  std::string group;
+};
+
+// What a task file may ask of the job's sandboxes at most (a job's
+// `sandbox.max`): a task file is input the job's owner may not have
+// written, and without ceilings one task could ask for a million pids or
+// every CPU of the machine. The defaults are the node API's maxima
+// (sandbox/api/policy.h). Checked by
+// TaskSandboxSpec (rollout/sandbox_workspace.h).
+struct TaskCeilings {
+  uint64_t memory_bytes = uint64_t{4} << 30;
+  uint64_t disk_bytes = uint64_t{4} << 30;
+  int64_t pids = 4096;
+  double cpus = 4.0;
+  size_t allow_rules = 64;  // egress rules (environment.allow)
 };
 
 struct Task {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/config.h"
+#include "sandbox/spec.h"
 
 namespace flashroll {
 namespace {
@@ -26,7 +27,9 @@ Schema TaskSchema() {
                                    .Optional("pids", Schema::Int(1, 1'000'000))
                                    .Optional("cpus", Schema::Float(0.01, 1024))
                                    .Optional("net", Schema::Enum({"none", "policy"}))
-                                   .Optional("allow", Schema::List(Schema::String())))
+                                   .Optional("allow", Schema::List(Schema::String()))
+                                   // USER[:GROUP] or :GROUP, read by ParseUserGroup below.
+                                   .Optional("user", Schema::String()))
       .Optional("verifier", Schema::Map()
                                 .Required("kind", Schema::Enum({"exact", "regex", "python", "tests"}))
                                 .Optional("tolerance", Schema::Float(0, 1))
@@ -90,6 +93,13 @@ Status CheckTask(const ConfigFile& file, const YAML::Node& node, const std::stri
     if (e["allow"].IsDefined()) env.allow = ReadStringList(e, "allow");
     if (!env.allow.empty() && env.net != "policy") {
       return error(e["allow"], "environment.allow", "needs environment.net: policy");
+    }
+    if (e["user"].IsDefined()) {
+      const std::string user = ReadString(e, "user", "");
+      if (user.empty()) return error(e["user"], "environment.user", "expected USER[:GROUP] or :GROUP, got an empty string");
+      if (Status s = sandbox::ParseUserGroup(user, &env.user, &env.group); !s.ok()) {
+        return error(e["user"], "environment.user", s.message());
+      }
     }
   }
   const YAML::Node v = node["verifier"];

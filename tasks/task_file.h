@@ -15,8 +15,12 @@
 //                                              # the check's own (tests, runner scripts), written
 //                                              # over the agent's copy only when the check runs
 //   environment: {image: busybox, memory: 128M, pids: 32, cpus: 0.5,
-//                 net: policy, allow: ["10.0.0.7:443"]}   # over the job's sandbox;
-//                                              # images by built-in name only
+//                 net: policy, allow: ["10.0.0.7:443"],
+//                 user: "nobody"}              # over the job's sandbox;
+//                                              # images by built-in name only;
+//                                              # user: USER[:GROUP] or :GROUP the
+//                                              # agent's commands run as; limits and
+//                                              # rules at most the job's sandbox.max
 //
 // Files are written into the sandbox through its own file API, never bound
 // from the host; paths are relative and stay in the working directory.

@@ -21,6 +21,8 @@ TaskRecord ToTaskRecord(const Task& task) {
   if (env.cpus) environment["cpus"] = *env.cpus;
   if (!env.net.empty()) environment["net"] = env.net;
   if (!env.allow.empty()) environment["allow"] = env.allow;
+  if (!env.user.empty()) environment["user"] = env.user;
+  if (!env.group.empty()) environment["group"] = env.group;
   if (!environment.empty()) problem["environment"] = environment;
   const TaskCheck& c = task.check;
   nlohmann::json verifier = {{"kind", c.kind}, {"answer", task.answer}};
@@ -98,6 +100,8 @@ Result<Task> FromTaskRecord(const std::string& family, const std::string& id, co
     FR_RETURN_IF_ERROR(optional_string(e, "problem.environment", "image", &env.image));
     FR_RETURN_IF_ERROR(optional_string(e, "problem.environment", "net", &env.net));
     FR_RETURN_IF_ERROR(string_list(e, "problem.environment", "allow", &env.allow));
+    FR_RETURN_IF_ERROR(optional_string(e, "problem.environment", "user", &env.user));
+    FR_RETURN_IF_ERROR(optional_string(e, "problem.environment", "group", &env.group));
     if (e.contains("memory_bytes")) {
       if (!e["memory_bytes"].is_number_unsigned()) return Status::Corruption(what + ": problem.environment.memory_bytes is not a byte count");
       env.memory_bytes = e["memory_bytes"].get<uint64_t>();

@@ -99,6 +99,92 @@ TEST_F(SandboxWorkspaceTest, TheVerificationCopyOutlivesNoAgentProcess) {
 namespace flashroll {
 namespace {
 
+// A task that names its user: the agent's commands run as it, and the
+// task's files are the agent's to change (they are written as the
+// sandbox's root, then given to the work directory's owner).
+TEST_F(SandboxWorkspaceTest, ATaskRunsAsTheUserItsEnvironmentNames) {
+  Task task;
+  task.id = "as-nobody";
+  task.environment.user = "nobody";
+  auto spec = TaskSandboxSpec(sandbox::SandboxSpec{}, task);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto ws = SandboxWorkspace::Create(*manager_, *spec);
+  ASSERT_TRUE(ws.ok()) << ws.status().ToString();
+  ASSERT_TRUE((*ws)->WriteFile("src/main.py", "print(1)\n").ok());
+  auto r = (*ws)->Exec("id -un && echo 'print(2)' >> src/main.py && touch src/new && cat src/main.py",
+                       std::chrono::seconds(10));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0) << r->stderr_text;
+  EXPECT_EQ(r->stdout_text, "nobody\nprint(1)\nprint(2)\n");
+  // The check runs as the same user, over the copy.
+  auto check = (*ws)->ForVerification();
+  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  ASSERT_TRUE((*check)->WriteFile("test_main.py", "assert True\n").ok());
+  auto verdict = (*check)->Exec("id -un && cat src/main.py test_main.py && touch src/cache", std::chrono::seconds(10));
+  ASSERT_TRUE(verdict.ok()) << verdict.status().ToString();
+  EXPECT_EQ(verdict->exit_code, 0) << verdict->stderr_text;
+  EXPECT_EQ(verdict->stdout_text, "nobody\nprint(1)\nprint(2)\nassert True\n");
+}
+
+TEST(TaskSandboxSpecTest, ATaskAsksWithinTheJobsCeilings) {
+  Task task;
+  task.id = "t-3";
+  TaskCeilings ceilings;
+  ceilings.memory_bytes = 1ull << 30;
+  ceilings.disk_bytes = 2ull << 30;
+  ceilings.pids = 512;
+  ceilings.cpus = 2;
+  ceilings.allow_rules = 1;
+  task.environment.memory_bytes = 1ull << 30;
+  task.environment.disk_bytes = 2ull << 30;
+  task.environment.pids = 512;
+  task.environment.cpus = 2;
+  task.environment.net = "policy";
+  task.environment.allow = {"10.0.0.7:443"};
+  EXPECT_TRUE(TaskSandboxSpec({}, task, ceilings).ok()) << "at the ceiling is within it";
+  const auto refused = [&](Task asking) { return TaskSandboxSpec({}, asking, ceilings).status(); };
+  Task t = task;
+  t.environment.memory_bytes = 2ull << 30;
+  EXPECT_EQ(refused(t).code(), Code::kPermissionDenied);
+  EXPECT_EQ(refused(t).message(), "task t-3: environment.memory: 2G is above the job's ceiling of 1G (sandbox.max.memory)");
+  t = task;
+  t.environment.disk_bytes = 3ull << 30;
+  EXPECT_EQ(refused(t).message(), "task t-3: environment.disk: 3G is above the job's ceiling of 2G (sandbox.max.disk)");
+  t = task;
+  t.environment.pids = 1'000'000;
+  EXPECT_EQ(refused(t).message(), "task t-3: environment.pids: 1000000 is above the job's ceiling of 512 (sandbox.max.pids)");
+  t = task;
+  t.environment.cpus = 1024;
+  EXPECT_EQ(refused(t).message(), "task t-3: environment.cpus: 1024 is above the job's ceiling of 2 (sandbox.max.cpus)");
+  t = task;
+  t.environment.allow = {"10.0.0.7:443", "10.0.0.8:443"};
+  EXPECT_EQ(refused(t).message(), "task t-3: environment.allow: 2 rules are above the job's ceiling of 1 (sandbox.max.allow_rules)");
+  // The defaults: the node API's maxima, not 1,000,000 pids and 1024 CPUs.
+  t = task;
+  t.environment.pids = 4097;
+  EXPECT_EQ(TaskSandboxSpec({}, t).status().code(), Code::kPermissionDenied);
+  t.environment.pids = 4096;
+  t.environment.cpus = 4.5;
+  EXPECT_EQ(TaskSandboxSpec({}, t).status().code(), Code::kPermissionDenied);
+}
+
+TEST(TaskSandboxSpecTest, TheTasksUserOverTheJobsWholePair) {
+  sandbox::SandboxSpec job;
+  job.user = "1000";
+  job.group = "daemon";
+  Task task;
+  task.id = "t-4";
+  auto same = TaskSandboxSpec(job, task);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->user, "1000");
+  EXPECT_EQ(same->group, "daemon");
+  task.environment.user = "nobody";
+  auto over = TaskSandboxSpec(job, task);
+  ASSERT_TRUE(over.ok());
+  EXPECT_EQ(over->user, "nobody");
+  EXPECT_EQ(over->group, "") << "a user alone replaces the pair";
+}
+
 TEST(TaskSandboxSpecTest, TheTasksEnvironmentOverTheJobsSpec) {
   sandbox::SandboxSpec job;
   job.memory_bytes = 256ull << 20;
@@ -112,7 +198,7 @@ TEST(TaskSandboxSpecTest, TheTasksEnvironmentOverTheJobsSpec) {
   EXPECT_EQ(same->disk_bytes, job.disk_bytes);
   EXPECT_EQ(same->image, sandbox::ImageKind::kHost);
   EXPECT_EQ(same->net, sandbox::NetMode::kNone);
-  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}, 256ull << 20};
+  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}, 256ull << 20, "", ""};
   auto over = TaskSandboxSpec(job, task);
   ASSERT_TRUE(over.ok()) << over.status().ToString();
   EXPECT_EQ(over->image, sandbox::ImageKind::kBusybox);

@@ -23,19 +23,6 @@ class SandboxCapsTest : public SandboxFixture {
     return "/proc/" + std::to_string(manager_->Info(id)->init_pid) + "/root" + path;
   }
 
-  ExecResult RunAs(const std::string& id, const std::string& user, const std::string& group,
-                   const std::string& script, const std::string& cwd = "/") {
-    ExecRequest request;
-    request.argv = {"/bin/sh", "-c", script};
-    request.user = user;
-    request.group = group;
-    request.cwd = cwd;
-    request.timeout = std::chrono::seconds(30);
-    auto result = manager_->Exec(id, request);
-    EXPECT_TRUE(result.ok()) << result.status().ToString();
-    return result.ok() ? *result : ExecResult{};
-  }
-
   uint32_t HostUid(const std::string& id) { return manager_->Info(id)->host_uid; }
 };
 
@@ -86,35 +73,35 @@ TEST_F(SandboxCapsTest, AnyUserBindsPort80InItsOwnNetworkOnly) {
   const std::string bind80 =
       "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 80)); s.listen(); print('bound')\"";
   EXPECT_EQ(Sh(id, bind80).stdout_data, "bound\n");
-  EXPECT_EQ(RunAs(id, "nobody", "", bind80).stdout_data, "bound\n");
+  EXPECT_EQ(ShAs(id, "nobody", "", bind80).stdout_data, "bound\n");
   EXPECT_EQ(ReadHostFile("/proc/sys/net/ipv4/ip_unprivileged_port_start"), host_knob);
 }
 
 TEST_F(SandboxCapsTest, ExecRunsAsTheNamedUserWithItsGroupsAndNoCapabilities) {
   const std::string id = CreateOrDie();
-  ExecResult r = RunAs(id, "nobody", "", "id; grep -E '^Cap(Prm|Eff):' /proc/self/status");
+  ExecResult r = ShAs(id, "nobody", "", "id; grep -E '^Cap(Prm|Eff):' /proc/self/status");
   EXPECT_EQ(r.stdout_data,
             "uid=65534(nobody) gid=65534(nogroup) groups=65534(nogroup)\n"
             "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n")
       << r.stderr_data;
   // Numbers, one not in /etc/passwd; a group by name.
-  EXPECT_EQ(RunAs(id, "4242", "", "id -u; id -g").stdout_data, "4242\n0\n");
-  EXPECT_EQ(RunAs(id, "65534", "daemon", "id -u; id -gn").stdout_data, "65534\ndaemon\n");
-  EXPECT_EQ(RunAs(id, "", "daemon", "id -u; id -gn").stdout_data, "0\ndaemon\n");
+  EXPECT_EQ(ShAs(id, "4242", "", "id -u; id -g").stdout_data, "4242\n0\n");
+  EXPECT_EQ(ShAs(id, "65534", "daemon", "id -u; id -gn").stdout_data, "65534\ndaemon\n");
+  EXPECT_EQ(ShAs(id, "", "daemon", "id -u; id -gn").stdout_data, "0\ndaemon\n");
   // As that user: a directory only root may enter is refused as the cwd.
   ASSERT_EQ(Sh(id, "mkdir -m 700 /tmp/private").exit_code, 0);
-  ExecResult refused = RunAs(id, "nobody", "", "pwd", "/tmp/private");
+  ExecResult refused = ShAs(id, "nobody", "", "pwd", "/tmp/private");
   EXPECT_EQ(refused.exit_code, 126);
-  EXPECT_NE(RunAs(id, "nobody", "", "cat /tmp/private/x; touch /tmp/private/y").exit_code, 0);
+  EXPECT_NE(ShAs(id, "nobody", "", "cat /tmp/private/x; touch /tmp/private/y").exit_code, 0);
   // Unknown names fail with a message naming them.
-  ExecResult unknown = RunAs(id, "no-such-user", "", "id");
+  ExecResult unknown = ShAs(id, "no-such-user", "", "id");
   EXPECT_EQ(unknown.exit_code, 126);
   EXPECT_NE(unknown.stderr_data.find("user \"no-such-user\": no such user"), std::string::npos) << unknown.stderr_data;
-  ExecResult bad_group = RunAs(id, "nobody", "no-such-group", "id");
+  ExecResult bad_group = ShAs(id, "nobody", "no-such-group", "id");
   EXPECT_EQ(bad_group.exit_code, 126);
   EXPECT_NE(bad_group.stderr_data.find("group \"no-such-group\": no such group"), std::string::npos);
   // A uid outside the sandbox's range cannot be taken.
-  ExecResult unmapped = RunAs(id, "70000", "", "id");
+  ExecResult unmapped = ShAs(id, "70000", "", "id");
   EXPECT_EQ(unmapped.exit_code, 126);
   EXPECT_NE(unmapped.stderr_data.find("cannot become uid 70000"), std::string::npos) << unmapped.stderr_data;
   // Bad input never reaches the sandbox.
@@ -129,8 +116,8 @@ TEST_F(SandboxCapsTest, TheSandboxsDefaultUserRunsExecsThatNameNone) {
   spec.user = "nobody";
   const std::string id = CreateOrDie(spec);
   EXPECT_EQ(Sh(id, "id -un").stdout_data, "nobody\n");
-  EXPECT_EQ(RunAs(id, "root", "", "id -un").stdout_data, "root\n");
-  EXPECT_EQ(RunAs(id, "0", "", "id -u").stdout_data, "0\n");
+  EXPECT_EQ(ShAs(id, "root", "", "id -un").stdout_data, "root\n");
+  EXPECT_EQ(ShAs(id, "0", "", "id -u").stdout_data, "0\n");
 }
 
 // The attacker's steps against the host and its neighbours: none of the

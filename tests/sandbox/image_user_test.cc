@@ -129,19 +129,6 @@ class ImageUserSandboxTest : public SandboxFixture {
     return layout->dir();
   }
 
-  ExecResult As(const std::string& id, const std::string& user, const std::string& group, const std::string& cwd,
-                const std::string& script) {
-    ExecRequest request;
-    request.argv = {"/bin/sh", "-c", script};
-    request.user = user;
-    request.group = group;
-    request.cwd = cwd;
-    request.timeout = std::chrono::seconds(30);
-    auto result = manager_->Exec(id, request);
-    EXPECT_TRUE(result.ok()) << result.status().ToString();
-    return result.ok() ? *result : ExecResult{};
-  }
-
   std::vector<std::string> unpacked_;
 };
 
@@ -152,12 +139,12 @@ TEST_F(ImageUserSandboxTest, AnExecRunsAsTheImagesUserInItsWorkingDir) {
   const std::string id = CreateOrDie(spec);
   ASSERT_FALSE(id.empty());
   const std::string probe = "id -u; id -g; id -G; pwd";
-  ExecResult r = As(id, "", "", "", probe);
+  ExecResult r = ShAs(id, "", "", probe, "");
   EXPECT_EQ(r.stdout_data, "1234\n2345\n2345 3456\n/srv/app\n") << r.stderr_data;
   // An explicit user (or group alone) and cwd win over the image's.
-  r = As(id, "root", "", "/", probe);
+  r = ShAs(id, "root", "", probe, "/");
   EXPECT_EQ(r.stdout_data, "0\n0\n0\n/\n") << r.stderr_data;
-  r = As(id, "", "3456", "/tmp", "id -u; id -g; pwd");
+  r = ShAs(id, "", "3456", "id -u; id -g; pwd", "/tmp");
   EXPECT_EQ(r.stdout_data, "0\n3456\n/tmp\n") << r.stderr_data;
   ASSERT_TRUE(manager_->Destroy(id).ok());
 
@@ -166,7 +153,7 @@ TEST_F(ImageUserSandboxTest, AnExecRunsAsTheImagesUserInItsWorkingDir) {
   spec.workdir = "/tmp";
   const std::string root_id = CreateOrDie(spec);
   ASSERT_FALSE(root_id.empty());
-  r = As(root_id, "", "", "", "id -u; pwd");
+  r = ShAs(root_id, "", "", "id -u; pwd", "");
   EXPECT_EQ(r.stdout_data, "0\n/tmp\n") << r.stderr_data;
   ASSERT_TRUE(manager_->Destroy(root_id).ok());
 }

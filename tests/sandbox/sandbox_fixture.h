@@ -47,6 +47,21 @@ class SandboxFixture : public ::testing::Test {
     return Run(id, {"/bin/sh", "-c", script}, timeout);
   }
 
+  // `script` as `user`/`group` (empty: the sandbox's or image's default)
+  // in `cwd` (empty: likewise).
+  ExecResult ShAs(const std::string& id, const std::string& user, const std::string& group,
+                  const std::string& script, const std::string& cwd = "/") {
+    ExecRequest request;
+    request.argv = {"/bin/sh", "-c", script};
+    request.user = user;
+    request.group = group;
+    request.cwd = cwd;
+    request.timeout = std::chrono::seconds(30);
+    auto result = manager_->Exec(id, request);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() ? *result : ExecResult{};
+  }
+
   std::unique_ptr<Manager> manager_;
 };
 

@@ -411,6 +411,46 @@ TEST(JobConfigTest, TaskFilesAloneOrBesideFamilies) {
       << eval.status().message();
 }
 
+// sandbox.max: what a task file may ask; a task above it is refused when
+// the config is read, naming the file, the task and the ceiling.
+TEST(JobConfigTest, TaskFilesAskWithinTheJobsCeilings) {
+  const std::string greedy = ::testing::TempDir() + "/job_greedy_tasks.yaml";
+  std::ofstream(greedy) << "tasks:\n  - {id: g, prompt: p, answer: 1, environment: {pids: 1000000, cpus: 1024}}\n";
+  auto refused = Parse(std::string(kHead) + "tasks: {files: [" + greedy + "]}\n");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "j.yaml:4: tasks.files[0]: " + greedy +
+                                            ": task g: environment.pids: 1000000 is above the job's ceiling of 4096 "
+                                            "(sandbox.max.pids)");
+  auto raised = Parse(std::string(kHead) + "tasks: {files: [" + greedy + "]}\nsandbox: {max: {pids: 1000000, cpus: 1024}}\n");
+  ASSERT_TRUE(raised.ok()) << raised.status().ToString();
+  EXPECT_EQ(raised->sandbox.max.pids, 1'000'000);
+  EXPECT_EQ(raised->sandbox.max.cpus, 1024);
+  const std::string modest = ::testing::TempDir() + "/job_modest_tasks.yaml";
+  std::ofstream(modest) << "tasks:\n  - {id: m, prompt: p, answer: 1, environment: {memory: 1G}}\n";
+  auto lowered = Parse(std::string(kHead) + "tasks: {files: [" + modest + "]}\nsandbox: {max: {memory: 512M}}\n");
+  ASSERT_FALSE(lowered.ok());
+  EXPECT_NE(lowered.status().message().find("task m: environment.memory: 1G is above the job's ceiling of 512M"),
+            std::string::npos)
+      << lowered.status().message();
+  // The job's own sandbox must be within its ceilings.
+  auto own = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nsandbox: {pids: 100, max: {pids: 50}}\n");
+  ASSERT_FALSE(own.ok());
+  EXPECT_EQ(own.status().message(), "j.yaml:5: sandbox.pids: is above sandbox.max.pids");
+  auto bad_key = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nsandbox: {max: {pid: 5}}\n");
+  ASSERT_FALSE(bad_key.ok());
+  EXPECT_NE(bad_key.status().message().find("sandbox.max.pid: unknown key"), std::string::npos) << bad_key.status().message();
+}
+
+TEST(JobConfigTest, SandboxUserIsReadAndChecked) {
+  auto set = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nsandbox: {user: 'nobody:nogroup'}\n");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->sandbox.user, "nobody");
+  EXPECT_EQ(set->sandbox.group, "nogroup");
+  auto bad = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\nsandbox: {user: 'nobody:'}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "j.yaml:5: sandbox.user: 'nobody:': expected USER[:GROUP] with a group after ':'");
+}
+
 TEST(JobConfigTest, AnExternalPolicyNeedsAModelAndNoTraining) {
   auto ok = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\npolicy: {url: 'http://127.0.0.1:9', model: m}\n");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();

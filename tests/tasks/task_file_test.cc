@@ -88,6 +88,32 @@ TEST(TaskFileTest, AnEnvironmentOverTheJobsSandbox) {
   EXPECT_TRUE(plain.net.empty());
 }
 
+TEST(TaskFileTest, AnEnvironmentNamesWhoTheAgentRunsAs) {
+  auto tasks = LoadTaskFile(Write("user.yaml", R"(tasks:
+  - {id: a, prompt: p, answer: "1", environment: {user: nobody}}
+  - {id: b, prompt: p, answer: "1", environment: {user: "1000:daemon"}}
+  - {id: c, prompt: p, answer: "1", environment: {user: ":3456"}}
+)"));
+  ASSERT_TRUE(tasks.ok()) << tasks.status().ToString();
+  EXPECT_EQ((*tasks)[0].environment.user, "nobody");
+  EXPECT_EQ((*tasks)[0].environment.group, "");
+  EXPECT_EQ((*tasks)[1].environment.user, "1000");
+  EXPECT_EQ((*tasks)[1].environment.group, "daemon");
+  EXPECT_EQ((*tasks)[2].environment.user, "");
+  EXPECT_EQ((*tasks)[2].environment.group, "3456");
+  const std::string f = ::testing::TempDir() + "/user-bad.yaml";
+  const auto error = [&](const std::string& user) {
+    return LoadTaskFile(Write("user-bad.yaml", "tasks:\n  - {id: a, prompt: p, answer: '1', environment: {user: " + user +
+                                                   "}}\n"))
+        .status()
+        .message();
+  };
+  EXPECT_EQ(error("'nobody:'"), f + ":2: tasks[0].environment.user: 'nobody:': expected USER[:GROUP] with a group after ':'");
+  EXPECT_EQ(error("'a,b'"), f + ":2: tasks[0].environment.user: user 'a,b': a name or number may not contain ':', ',', a newline or NUL");
+  EXPECT_EQ(error("''"), f + ":2: tasks[0].environment.user: expected USER[:GROUP] or :GROUP, got an empty string");
+  EXPECT_EQ(error("[x]").rfind(f + ":2: tasks[0].environment.user: ", 0), 0u);
+}
+
 TEST(TaskFileTest, JsonLinesKeepTheirLineNumbers) {
   const std::string path = Write("tasks.jsonl",
                                  "{\"id\": \"a\", \"prompt\": \"p\", \"answer\": \"1\"}\n"

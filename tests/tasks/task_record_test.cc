@@ -37,7 +37,7 @@ TEST(TaskRecordTest, ChecksAndSetupRoundTrip) {
   task.check.fail_to_pass = {"t::a"};
   task.check.pass_to_pass = {"t::b", "t::c"};
   task.check.files = {{"tests/test_a.py", "def test_a(): pass\n"}};
-  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}, 256ull << 20};
+  task.environment = {"busybox", 128ull << 20, 32, 0.25, "policy", {"10.0.0.7:443"}, 256ull << 20, "nobody", "daemon"};
   auto back = FromTaskRecord(task.family, task.id, ToTaskRecord(task));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->environment.image, "busybox");
@@ -47,6 +47,8 @@ TEST(TaskRecordTest, ChecksAndSetupRoundTrip) {
   EXPECT_EQ(back->environment.cpus, 0.25);
   EXPECT_EQ(back->environment.net, "policy");
   EXPECT_EQ(back->environment.allow, task.environment.allow);
+  EXPECT_EQ(back->environment.user, "nobody");
+  EXPECT_EQ(back->environment.group, "daemon");
   EXPECT_EQ(back->setup, task.setup);
   EXPECT_EQ(back->check.kind, "tests");
   EXPECT_EQ(back->check.tolerance, 0.001);
