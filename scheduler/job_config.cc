@@ -104,7 +104,14 @@ Schema JobConfigSchema(bool training_map) {
                                  .Optional("sample_timeout", Schema::Duration(0))
                                  .Optional("stall_timeout", Schema::Duration(0))
                                  .Optional("max_samples", Schema::Int(0, 1'000'000'000))
-                                 .Optional("synchronous", Schema::Bool()))
+                                 .Optional("synchronous", Schema::Bool())
+                                 .Optional("dynamic_sampling", Schema::Enum({"none", "reward", "verifier"}))
+                                 .Optional("task_selection", Schema::Map()
+                                                                 .Optional("min_pass_rate", Schema::Float(0, 1))
+                                                                 .Optional("max_pass_rate", Schema::Float(0, 1))
+                                                                 .Optional("window", Schema::Int(1, 1'000'000))
+                                                                 .Optional("min_samples", Schema::Int(0, 1'000'000))
+                                                                 .Optional("probe_every", Schema::Int(1, 1'000'000))))
       .Optional("rewards", Schema::Map()
                                .Optional("k0", Schema::Float(0, 100))
                                .Optional("c_max", Schema::Float(0, 100))
@@ -343,6 +350,26 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.scheduler.stall_timeout = ReadDuration(s, "stall_timeout", c.scheduler.stall_timeout);
     c.scheduler.max_samples = ReadInt(s, "max_samples", c.scheduler.max_samples);
     c.scheduler.synchronous = ReadBool(s, "synchronous", c.scheduler.synchronous);
+    c.scheduler.dynamic_sampling = ReadString(s, "dynamic_sampling", c.scheduler.dynamic_sampling);
+    if (const YAML::Node t = s["task_selection"]; t.IsDefined() && t.IsMap()) {
+      PassRateSelection& sel = c.scheduler.task_selection;
+      sel.enabled = true;
+      sel.min_pass_rate = ReadFloat(t, "min_pass_rate", sel.min_pass_rate);
+      sel.max_pass_rate = ReadFloat(t, "max_pass_rate", sel.max_pass_rate);
+      sel.window = ReadInt(t, "window", sel.window);
+      sel.min_samples = ReadInt(t, "min_samples", sel.min_samples);
+      sel.probe_every = ReadInt(t, "probe_every", sel.probe_every);
+      if (sel.min_pass_rate >= sel.max_pass_rate) {
+        return file.ErrorAt(t["min_pass_rate"].IsDefined() ? t["min_pass_rate"] : t, "scheduler.task_selection.min_pass_rate",
+                            "must be below scheduler.task_selection.max_pass_rate (" + std::to_string(sel.max_pass_rate) +
+                                "): no cell could open");
+      }
+      if (sel.min_samples > sel.window) {
+        return file.ErrorAt(t["min_samples"].IsDefined() ? t["min_samples"] : t, "scheduler.task_selection.min_samples",
+                            "must not exceed scheduler.task_selection.window (" + std::to_string(sel.window) +
+                                "): a cell is measured over at most window samples");
+      }
+    }
     if (const YAML::Node limits = s["rate_limits"]; limits.IsDefined()) {
       if (!limits.IsMap()) return file.ErrorAt(limits, "scheduler.rate_limits", "must be a map of task family to samples per second");
       for (const auto& entry : limits) {

@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "scheduler/group_selection.h"
 
 namespace flashroll {
 
@@ -83,6 +84,13 @@ struct JobConfig {
     std::chrono::milliseconds stall_timeout{std::chrono::minutes(10)};
     int64_t max_samples = 0;        // stop after this many groups' samples; 0 = every task x effort x G
     bool synchronous = false;       // batch-level baseline instead of sample-level dispatch
+    // Finished groups kept from the trainer because they carry no signal:
+    // none | reward (rewards all equal) | verifier (verdicts all equal);
+    // more groups open in their place (group_selection.h).
+    std::string dynamic_sampling = "none";
+    // Groups open only from (family, difficulty, effort) cells whose
+    // measured pass rate lies inside the range; enabled by the key's presence.
+    PassRateSelection task_selection;
   } scheduler;
 
   struct Rewards {

@@ -31,6 +31,7 @@
 #include "scheduler/ack_ledger.h"
 #include "scheduler/batch_queue.h"
 #include "scheduler/export.h"
+#include "scheduler/group_selection.h"
 #include "scheduler/job_evaluation.h"
 #include "scheduler/job_store.h"
 #include "scheduler/sample_scheduler.h"
@@ -92,7 +93,9 @@ BatchQueueOptions QueueOptions(const JobConfig& config) {
 class Job {
  public:
   Job(const JobConfig& config, const RlJobOptions& options)
-      : config_(config), options_(options), queue_(QueueOptions(config)) {}
+      : config_(config), options_(options), queue_(QueueOptions(config)),
+        dynamic_sampling_(ParseDynamicSampling(config.scheduler.dynamic_sampling)),
+        selector_(config.scheduler.task_selection) {}
   Result<RlJobSummary> Run();
 
  private:
@@ -122,6 +125,8 @@ class Job {
   // Where the job keeps a file of its own: beside the store, <name>-<suffix>.
   std::string JobFile(const std::string& suffix) const;
   std::string StatusLine(double seconds);
+  // The task-mix cell of a planned group (task selection's unit).
+  TaskCell CellOf(const GroupPlan& group) const;
   bool Stopping() const { return stop_.load() || (options_.stop && options_.stop->load()); }
 
   const JobConfig& config_;
@@ -152,7 +157,10 @@ class Job {
   // queued again, for its successor (which resumes from that checkpoint).
   void TrainerRestarting();
 
+  const DynamicSampling dynamic_sampling_;
+
   std::mutex mu_;  // guards everything below
+  PassRateSelector selector_;
   std::condition_variable cv_;
   std::unique_ptr<SampleScheduler> scheduler_;
   std::map<int64_t, GroupPlan> groups_;  // by id
@@ -236,6 +244,10 @@ Status Job::Open() {
   policy.warmup_min_tokens = config_.scheduler.warmup_min_tokens;
   policy.rate_limits = config_.scheduler.rate_limits;
   policy.synchronous = config_.scheduler.synchronous;
+  if (config_.scheduler.task_selection.enabled) {
+    // Called by the scheduler under mu_, as FinishGroups records outcomes.
+    policy.select = [this](const GroupPlan& group) { return selector_.Accept(CellOf(group)); };
+  }
   scheduler_ = std::make_unique<SampleScheduler>(policy, plan, Clock::now());
   summary_.groups_total = scheduler_->groups_total();
 
@@ -327,13 +339,22 @@ void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups,
       continue;
     }
     std::vector<GroupMember> members;
-    for (const StoredSample& s : *samples) members.push_back({s.sample.reward, s.sample.status != "completed"});
+    std::vector<GroupSampleOutcome> outcomes;
+    int64_t successes = 0;
+    for (const StoredSample& s : *samples) {
+      const bool failed = s.sample.status != "completed";
+      members.push_back({s.sample.reward, failed});
+      outcomes.push_back({s.sample.reward, s.sample.success, failed});
+      successes += !failed && s.sample.success ? 1 : 0;
+    }
+    const GroupPlan& plan = groups_[group_id];
+    selector_.Record(CellOf(plan), successes,
+                     std::count_if(outcomes.begin(), outcomes.end(), [](const GroupSampleOutcome& o) { return !o.failed; }));
     const auto advantages = GroupAdvantages(
         members, config_.rewards.advantage == "dr_grpo" ? AdvantageMode::kDrGrpo : AdvantageMode::kGrpo);
     std::vector<store::SampleAdvantage> rows;
     TrainingGroup group;
     group.group_id = group_id;
-    const GroupPlan& plan = groups_[group_id];
     group.effort = plan.effort;
     group.task_id = tasks_[static_cast<size_t>(plan.task_index)].store_id;
     group.task_key = tasks_[static_cast<size_t>(plan.task_index)].task.id;
@@ -346,7 +367,12 @@ void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups,
     }
     if (Status st = store::RecordAdvantages(db, rows); !st.ok() && first_error_.ok()) first_error_ = st;
     summary_.groups_done += 1;
-    if (!group.samples.empty()) {
+    if (IsZeroVariance(dynamic_sampling_, outcomes)) {
+      // Dynamic sampling: nothing to learn, so never queued; counted as
+      // consumed by the staleness gate, which opens another group instead.
+      summary_.groups_skipped_zero_variance += 1;
+      if (opened_here) scheduler_->Unqueued(1);
+    } else if (!group.samples.empty()) {
       (void)queue_.Add(std::move(group));
     } else {
       // Never queued, so never consumed: without counting it the staleness
@@ -604,6 +630,11 @@ void Job::Monitor() {
   }
 }
 
+TaskCell Job::CellOf(const GroupPlan& group) const {
+  const Task& task = tasks_[static_cast<size_t>(group.task_index)].task;
+  return {task.family, task.difficulty, group.effort};
+}
+
 std::string Job::JobFile(const std::string& suffix) const {
   return (std::filesystem::path(config_.store_path).parent_path() / (config_.name + "-" + suffix)).string();
 }
@@ -803,6 +834,7 @@ Result<RlJobSummary> Job::Run() {
   FR_RETURN_IF_ERROR(store::SetJobStatus(*db_, job_id_, finished ? store::JobStatus::kCompleted : store::JobStatus::kPaused));
   summary_.status = finished ? "completed" : "paused";
   summary_.samples_dropped = scheduler_->samples_dropped();
+  summary_.groups_deselected = scheduler_->groups_deselected();
   summary_.wall_seconds = rollout_seconds;
   summary_.busy_fraction = polls_ ? static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0;
   summary_.mean_batch = busy_polls_ ? static_cast<double>(running_sum_) / static_cast<double>(busy_polls_) : 0.0;

@@ -46,6 +46,10 @@ struct RlJobSummary {
   std::string status;  // "completed" or "paused" (stopped; resume with --resume)
   int64_t groups_done = 0, groups_total = 0;
   int64_t groups_unqueued = 0;  // finished with no sample to train on (rewards.failed: exclude): never queued
+  // scheduler.dynamic_sampling: finished with no spread in reward or verdict: never queued
+  int64_t groups_skipped_zero_variance = 0;
+  // scheduler.task_selection: planned groups never opened, their cell's pass rate out of range
+  int64_t groups_deselected = 0;
   int64_t samples_done = 0, samples_dropped = 0;  // by this run (a resumed job counts from the resume)
   double wall_seconds = 0;
   double busy_fraction = 0;  // share of wall time the engine had work
