@@ -43,7 +43,8 @@ Schema TrainingSchema() {
                                .Optional("token_file", Schema::String()))
       .Optional("eval_tasks", Schema::Int(0, 100'000))
       .Optional("eval_seed", Schema::Int(0, tasks::kMaxSetSeed))
-      .Optional("test_seed", Schema::Int(0, tasks::kMaxSetSeed));
+      .Optional("test_seed", Schema::Int(0, tasks::kMaxSetSeed))
+      .Optional("eval_temperatures", Schema::List(Schema::Float(0, 10), 1));
 }
 
 }  // namespace
@@ -424,6 +425,16 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     t.eval_tasks = ReadInt(training, "eval_tasks", t.eval_tasks);
     t.eval_seed = ReadInt(training, "eval_seed", t.eval_seed);
     if (training["test_seed"].IsDefined()) t.test_seed = ReadInt(training, "test_seed", 0);
+    if (const YAML::Node temps = training["eval_temperatures"]; temps.IsDefined()) {
+      for (size_t i = 0; i < temps.size(); ++i) {
+        const double temperature = temps[i].as<double>();
+        if (std::find(t.eval_temperatures.begin(), t.eval_temperatures.end(), temperature) != t.eval_temperatures.end()) {
+          return file.ErrorAt(temps[i], "training.eval_temperatures[" + std::to_string(i) + "]",
+                              "listed twice: each temperature is evaluated once");
+        }
+        t.eval_temperatures.push_back(temperature);
+      }
+    }
   }
   if (const YAML::Node a = root["trainer_api"]; a.IsDefined() && a.IsMap()) {
     c.trainer_api.listen = ReadString(a, "listen", c.trainer_api.listen);

@@ -152,6 +152,9 @@ struct JobConfig {
     // When set, the same evaluation also runs on this held-out set, which
     // tuning never looks at (report its numbers, tune on eval_seed's).
     std::optional<int64_t> test_seed;
+    // The evaluation's temperatures, the first reported first (0: greedy).
+    // Empty: the sampling temperature, and 1.0 beside it.
+    std::vector<double> eval_temperatures;
   } training;
 
   struct TrainerApi {

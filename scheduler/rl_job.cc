@@ -115,6 +115,9 @@ class Job {
   Status FinishTraining();
   // The fixed evaluation set on the engine's current weights (training.eval_tasks).
   Result<Json> EvaluateNow(const char* when);
+  // RlJobOptions::evaluate_only: the evaluation before (and with
+  // evaluate_weights after) and nothing else.
+  Result<RlJobSummary> EvaluateOnly();
   // The embedded engine's weight version and counters; 0 and zeros with an
   // external policy (its server keeps its own).
   int64_t WeightVersion() const { return engine_ ? engine_->weight_version() : 0; }
@@ -786,8 +789,28 @@ Status Job::FinishTraining() {
   return Status::Ok();
 }
 
+Result<RlJobSummary> Job::EvaluateOnly() {
+  FR_ASSIGN_OR_RETURN(eval_["before"], EvaluateNow("on model.path"));
+  if (!options_.evaluate_weights.empty()) {
+    const std::filesystem::path root = std::filesystem::absolute(config_.training.checkpoint_dir);
+    const std::filesystem::path weights = std::filesystem::absolute(options_.evaluate_weights);
+    const int64_t version = WeightVersion() + 1;
+    FR_RETURN_IF_ERROR(weights_->Start(weights.lexically_relative(root).string(), version).Wrap("--weights"));
+    FR_RETURN_IF_ERROR(weights_->WaitForVersion(version, Clock::now() + std::chrono::minutes(5)).Wrap("--weights"));
+    FR_ASSIGN_OR_RETURN(eval_["after"], EvaluateNow(("on " + options_.evaluate_weights).c_str()));
+  }
+  std::ofstream(JobFile("eval.json")) << eval_.dump(2) << "\n";
+  FR_RETURN_IF_ERROR(store::SetJobStatus(*db_, job_id_, store::JobStatus::kCompleted));
+  std::lock_guard<std::mutex> lock(mu_);
+  summary_.status = "completed";
+  summary_.weight_version = WeightVersion();
+  summary_.eval = eval_;
+  return summary_;
+}
+
 Result<RlJobSummary> Job::Run() {
   FR_RETURN_IF_ERROR(Open());
+  if (options_.evaluate_only) return EvaluateOnly();
   if (config_.training.enabled) FR_RETURN_IF_ERROR(StartTraining());
   const auto start = Clock::now();
   std::vector<std::thread> workers;

@@ -77,6 +77,13 @@ struct RlJobOptions {
   std::function<void(const std::string& line)> on_status;
   std::chrono::milliseconds status_interval{2000};
   const std::atomic<bool>* stop = nullptr;  // set to stop early (the job pauses)
+  // Runs no sample and no trainer: only training.eval_tasks' evaluation, on
+  // model.path ("before") and, with `evaluate_weights` (a checkpoint beneath
+  // training.checkpoint_dir, as the trainer publishes them), on those
+  // weights ("after"), paired by episode. For the controls of `make
+  // run-controls` (the base model at other temperatures, a trained one beside it).
+  bool evaluate_only = false;
+  std::string evaluate_weights;
 };
 
 Result<RlJobSummary> RunRlJob(const JobConfig& config, const RlJobOptions& options);

@@ -50,6 +50,8 @@ std::string RlJobSummary::ToText() const {
   }
   if (const std::string comparison = EvalComparison(eval); !comparison.empty()) {
     text += "fixed evaluation set, before the first step -> after the last:\n" + comparison;
+  } else if (eval.contains("before")) {
+    text += "fixed evaluation set:\n" + EvalOverview(eval["before"]);
   }
   if (!report.empty()) text += "report: " + report + "\n";
   return text;

@@ -105,6 +105,18 @@ TEST(JobConfigTest, DynamicSamplingAndTaskSelectionAreReadAndChecked) {
   }
 }
 
+TEST(JobConfigTest, EvalTemperaturesAreReadInOrderAndEachOnce) {
+  const std::string head = "kind: rl_job\nname: e\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n"
+                           "trainer_api: {token_file: t}\n";
+  auto set = ParseJobConfig(*ParseYaml(head + "training: {eval_tasks: 4, eval_temperatures: [1.0, 0.7, 0]}\n", "e.yaml"));
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->training.eval_temperatures, (std::vector<double>{1.0, 0.7, 0.0}));
+  auto twice = ParseJobConfig(*ParseYaml(head + "training: {eval_temperatures: [1.0, 0.7, 1]}\n", "e.yaml"));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("training.eval_temperatures[2]: listed twice"), std::string::npos)
+      << twice.status().ToString();
+}
+
 TEST(JobConfigTest, UnenforcedSandboxLimitsAreAllowedOnlyWhenAsked) {
   const std::string head = "kind: rl_job\nname: r\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n";
   auto defaults = ParseJobConfig(*ParseYaml(head, "r.yaml"));
