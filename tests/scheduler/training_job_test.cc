@@ -586,6 +586,46 @@ TEST_F(TrainingJobTest, DynamicSamplingNeverServesAGroupWhoseVerdictsAgreeAndSti
   EXPECT_LE(short_leases, 1) << "only the last lease, drained after the queue closed, may be short";
 }
 
+// --evaluate-only (make run-controls): no sample and no trainer, the fixed
+// evaluation at each of training.eval_temperatures on model.path, and with
+// evaluate_weights on that checkpoint too (here the default model's weights
+// copied beneath the checkpoint root).
+TEST_F(TrainingJobTest, EvaluateOnlyRunsTheEvaluationAtEachTemperatureAndOnTheGivenWeights) {
+  const std::string checkpoints = dir_ + "/checkpoints";
+  std::filesystem::create_directories(checkpoints + "/v000007");
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) {
+    std::filesystem::copy_file(std::string("models/default/") + f, checkpoints + "/v000007/" + f);
+  }
+  const JobConfig config = Load(WriteConfig(
+      "controls", "  eval_tasks: 2\n  eval_temperatures: [1.0, 0]\n  checkpoint_dir: " + checkpoints + "\n"));
+  RlJobOptions options;
+  options.evaluate_only = true;
+  options.evaluate_weights = checkpoints + "/v000007";
+  auto summary = RunRlJob(config, options);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->samples_done, 0);
+  EXPECT_EQ(summary->weight_version, 1) << "the given weights were swapped in";
+  for (const char* side : {"before", "after"}) {
+    const Json& report = summary->eval[side];
+    EXPECT_EQ(report["temperature"], 1.0) << side;
+    EXPECT_EQ(report["total"]["episodes"], 2) << side;
+    ASSERT_TRUE(report.contains("at_temperature_0")) << side << ": " << report.dump();
+    EXPECT_EQ(report["at_temperature_0"]["total"]["episodes"], 2) << side;
+  }
+  // Paired by episode: the same tasks at the same indices on both sides.
+  const Json& before = summary->eval["before"]["at_temperature_0"]["episodes"];
+  const Json& after = summary->eval["after"]["at_temperature_0"]["episodes"];
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i]["task"], after[i]["task"]) << i;
+  EXPECT_NE(summary->ToText().find("greedy (T = 0):"), std::string::npos) << summary->ToText();
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  auto count = (*db)->Prepare("SELECT count(*) FROM samples");
+  ASSERT_TRUE(count.ok());
+  ASSERT_TRUE(*count->Step());
+  EXPECT_EQ(count->ColumnInt64(0), 0);
+}
+
 // A trainer that never consumes (a test double that sleeps) closes the
 // staleness gate: with nothing moving for scheduler.stall_timeout the job
 // fails, naming the gate's arithmetic, instead of waiting silently forever.
