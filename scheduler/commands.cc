@@ -69,7 +69,7 @@ int RunJob(const std::vector<std::string>& args) {
   std::vector<std::string> files;
   std::string resume, store_path;
   bool json = false;
-  FlagParser flags("flashroll run CONFIG | flashroll run --resume JOB [--store PATH] [CONFIG]",
+  FlagParser flags("flashroll run CONFIG [--evaluate-only [--weights DIR]] | flashroll run --resume JOB [--store PATH] [CONFIG]",
                    "Runs an RL job described by a `kind: rl_job` YAML file: samples every task x effort x G in\n"
                    "sandboxes on the embedded engine, scores them, writes each to the store as it finishes and\n"
                    "hands complete groups to a trainer (trainer API) unless `training: none`. With a `training:`\n"
@@ -88,8 +88,22 @@ int RunJob(const std::vector<std::string>& args) {
   flags.String("--store", &store_path,
                std::string("with --resume: the job's store (default: CONFIG's `store:`, else ") + kDefaultStore + ")");
   flags.Bool("--json", &json, "print the summary as JSON");
+  bool evaluate_only = false;
+  std::string weights;
+  flags.Bool("--evaluate-only", &evaluate_only,
+             "run only the fixed evaluation (training.eval_tasks, at training.eval_temperatures) on model.path: "
+             "no sample, no trainer");
+  flags.String("--weights", &weights,
+               "with --evaluate-only: also evaluate this checkpoint beneath training.checkpoint_dir (e.g. "
+               "runs/quickstart-checkpoints/v000020) and print the change from model.path, paired by episode");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   if (files.size() > 1) return ReportFailure(Status::InvalidArgument("run: expected at most one CONFIG"));
+  if (!weights.empty() && !evaluate_only) {
+    return ReportFailure(Status::InvalidArgument("--weights: only with --evaluate-only"));
+  }
+  if (evaluate_only && !resume.empty()) {
+    return ReportFailure(Status::InvalidArgument("--evaluate-only: a new job only, not with --resume"));
+  }
   if (resume.empty() && files.empty()) {
     return ReportFailure(Status::InvalidArgument("run: expected a CONFIG, or --resume JOB"));
   }
@@ -111,8 +125,14 @@ int RunJob(const std::vector<std::string>& args) {
     yaml = text.str();
   }
   if (!config.ok()) return ReportFailure(config.status());
+  if (evaluate_only && (!config->training.enabled || config->training.eval_tasks == 0)) {
+    return ReportFailure(Status::InvalidArgument("--evaluate-only: " + files[0] +
+                                                 " has no evaluation (a training: map with eval_tasks above 0)"));
+  }
 
   RlJobOptions options;
+  options.evaluate_only = evaluate_only;
+  options.evaluate_weights = weights;
   options.config_yaml = yaml;
   options.resume = resume;
   options.stop = &g_stop;

@@ -43,7 +43,8 @@ Schema TrainingSchema() {
                                .Optional("token_file", Schema::String()))
       .Optional("eval_tasks", Schema::Int(0, 100'000))
       .Optional("eval_seed", Schema::Int(0, tasks::kMaxSetSeed))
-      .Optional("test_seed", Schema::Int(0, tasks::kMaxSetSeed));
+      .Optional("test_seed", Schema::Int(0, tasks::kMaxSetSeed))
+      .Optional("eval_temperatures", Schema::List(Schema::Float(0, 10), 1));
 }
 
 }  // namespace
@@ -113,7 +114,14 @@ Schema JobConfigSchema(bool training_map) {
                                  .Optional("stall_timeout", Schema::Duration(0))
                                  .Optional("infra_retries", Schema::Int(0, 100))
                                  .Optional("max_samples", Schema::Int(0, 1'000'000'000))
-                                 .Optional("synchronous", Schema::Bool()))
+                                 .Optional("synchronous", Schema::Bool())
+                                 .Optional("dynamic_sampling", Schema::Enum({"none", "reward", "verifier"}))
+                                 .Optional("task_selection", Schema::Map()
+                                                                 .Optional("min_pass_rate", Schema::Float(0, 1))
+                                                                 .Optional("max_pass_rate", Schema::Float(0, 1))
+                                                                 .Optional("window", Schema::Int(1, 1'000'000))
+                                                                 .Optional("min_samples", Schema::Int(0, 1'000'000))
+                                                                 .Optional("probe_every", Schema::Int(1, 1'000'000))))
       .Optional("rewards", Schema::Map()
                                .Optional("k0", Schema::Float(0, 100))
                                .Optional("c_max", Schema::Float(0, 100))
@@ -379,6 +387,26 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     c.scheduler.stall_timeout = ReadDuration(s, "stall_timeout", c.scheduler.stall_timeout);
     c.scheduler.max_samples = ReadInt(s, "max_samples", c.scheduler.max_samples);
     c.scheduler.synchronous = ReadBool(s, "synchronous", c.scheduler.synchronous);
+    c.scheduler.dynamic_sampling = ReadString(s, "dynamic_sampling", c.scheduler.dynamic_sampling);
+    if (const YAML::Node t = s["task_selection"]; t.IsDefined() && t.IsMap()) {
+      PassRateSelection& sel = c.scheduler.task_selection;
+      sel.enabled = true;
+      sel.min_pass_rate = ReadFloat(t, "min_pass_rate", sel.min_pass_rate);
+      sel.max_pass_rate = ReadFloat(t, "max_pass_rate", sel.max_pass_rate);
+      sel.window = ReadInt(t, "window", sel.window);
+      sel.min_samples = ReadInt(t, "min_samples", sel.min_samples);
+      sel.probe_every = ReadInt(t, "probe_every", sel.probe_every);
+      if (sel.min_pass_rate >= sel.max_pass_rate) {
+        return file.ErrorAt(t["min_pass_rate"].IsDefined() ? t["min_pass_rate"] : t, "scheduler.task_selection.min_pass_rate",
+                            "must be below scheduler.task_selection.max_pass_rate (" + std::to_string(sel.max_pass_rate) +
+                                "): no cell could open");
+      }
+      if (sel.min_samples > sel.window) {
+        return file.ErrorAt(t["min_samples"].IsDefined() ? t["min_samples"] : t, "scheduler.task_selection.min_samples",
+                            "must not exceed scheduler.task_selection.window (" + std::to_string(sel.window) +
+                                "): a cell is measured over at most window samples");
+      }
+    }
     if (const YAML::Node limits = s["rate_limits"]; limits.IsDefined()) {
       if (!limits.IsMap()) return file.ErrorAt(limits, "scheduler.rate_limits", "must be a map of task family to samples per second");
       for (const auto& entry : limits) {
@@ -433,6 +461,16 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     t.eval_tasks = ReadInt(training, "eval_tasks", t.eval_tasks);
     t.eval_seed = ReadInt(training, "eval_seed", t.eval_seed);
     if (training["test_seed"].IsDefined()) t.test_seed = ReadInt(training, "test_seed", 0);
+    if (const YAML::Node temps = training["eval_temperatures"]; temps.IsDefined()) {
+      for (size_t i = 0; i < temps.size(); ++i) {
+        const double temperature = temps[i].as<double>();
+        if (std::find(t.eval_temperatures.begin(), t.eval_temperatures.end(), temperature) != t.eval_temperatures.end()) {
+          return file.ErrorAt(temps[i], "training.eval_temperatures[" + std::to_string(i) + "]",
+                              "listed twice: each temperature is evaluated once");
+        }
+        t.eval_temperatures.push_back(temperature);
+      }
+    }
   }
   if (const YAML::Node a = root["trainer_api"]; a.IsDefined() && a.IsMap()) {
     c.trainer_api.listen = ReadString(a, "listen", c.trainer_api.listen);

@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "scheduler/group_selection.h"
 #include "tasks/task.h"
 
 namespace flashroll {
@@ -95,6 +96,13 @@ struct JobConfig {
     int64_t infra_retries = 2;
     int64_t max_samples = 0;        // stop after this many groups' samples; 0 = every task x effort x G
     bool synchronous = false;       // batch-level baseline instead of sample-level dispatch
+    // Finished groups kept from the trainer because they carry no signal:
+    // none | reward (rewards all equal) | verifier (verdicts all equal);
+    // more groups open in their place (group_selection.h).
+    std::string dynamic_sampling = "none";
+    // Groups open only from (family, difficulty, effort) cells whose
+    // measured pass rate lies inside the range; enabled by the key's presence.
+    PassRateSelection task_selection;
   } scheduler;
 
   struct Rewards {
@@ -156,6 +164,9 @@ struct JobConfig {
     // When set, the same evaluation also runs on this held-out set, which
     // tuning never looks at (report its numbers, tune on eval_seed's).
     std::optional<int64_t> test_seed;
+    // The evaluation's temperatures, the first reported first (0: greedy).
+    // Empty: the sampling temperature, and 1.0 beside it.
+    std::vector<double> eval_temperatures;
   } training;
 
   struct TrainerApi {

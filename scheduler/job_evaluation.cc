@@ -1,5 +1,7 @@
 #include "scheduler/job_evaluation.h"
 
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "rollout/evaluation.h"
@@ -9,11 +11,12 @@ namespace flashroll {
 namespace {
 
 std::vector<double> Temperatures(const JobConfig& config) {
+  if (!config.training.eval_temperatures.empty()) return config.training.eval_temperatures;
   if (config.rollout.temperature == 1.0) return {1.0};
   return {config.rollout.temperature, 1.0};
 }
 
-// One set at every temperature: the first's report, the second's beside it.
+// One set at every temperature: the first's report, the others' beside it.
 Result<nlohmann::json> EvaluateSet(const JobConfig& config, EvalOptions options, Policy& policy,
                                    const engine::Tokenizer& tokenizer, sandbox::Manager& manager) {
   nlohmann::json out;
@@ -24,13 +27,19 @@ Result<nlohmann::json> EvaluateSet(const JobConfig& config, EvalOptions options,
       out = report.ToJson();
       out["temperature"] = temperature;
     } else {
-      out["at_temperature_1"] = report.ToJson();
+      out[EvalTemperatureKey(temperature)] = report.ToJson();
     }
   }
   return out;
 }
 
 }  // namespace
+
+std::string EvalTemperatureKey(double temperature) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "at_temperature_%g", temperature);
+  return text;
+}
 
 int64_t JobEvaluationEpisodes(const JobConfig& config) {
   const int64_t sets = config.training.test_seed ? 2 : 1;

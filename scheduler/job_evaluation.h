@@ -3,20 +3,26 @@
 // token and turn budgets and scaffold, at the sampling temperature and, when
 // that is not 1.0, at T = 1.0 too (a trained policy that only learnt a lower
 // temperature shows it there); on the tuning set (training.eval_seed) and,
-// with training.test_seed, on the held-out test set.
+// with training.test_seed, on the held-out test set. training.eval_temperatures
+// replaces the temperatures (e.g. [1.0, 0.7, 0]: the controls of `make
+// run-controls`; 0 is greedy).
 //
-// The result is the tuning set's EvalReport JSON at the sampling temperature
-// (what "before" and "after" always held), plus
-//   "temperature":       the sampling temperature
-//   "at_temperature_1":  the same set's report at T = 1.0 (absent when the
-//                        sampling temperature is 1.0)
-//   "test":              the test set's, with its own "at_temperature_1"
+// The result is the tuning set's EvalReport JSON at the first temperature
+// (the sampling temperature unless eval_temperatures says otherwise: what
+// "before" and "after" always held), plus
+//   "temperature":       that temperature
+//   "at_temperature_T":  the same set's report at each other temperature T
+//                        (EvalTemperatureKey: "at_temperature_1" for 1.0,
+//                        absent when the sampling temperature is 1.0 and no
+//                        eval_temperatures are given)
+//   "test":              the test set's, with its own "at_temperature_T"
 //                        (only with training.test_seed)
 //
 // Thread safety: as Evaluate.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +34,9 @@
 #include "scheduler/job_config.h"
 
 namespace flashroll {
+
+// "at_temperature_" + T printed as %g: "at_temperature_1", "at_temperature_0.7".
+std::string EvalTemperatureKey(double temperature);
 
 // The episodes one evaluation runs, over all its sets and temperatures.
 int64_t JobEvaluationEpisodes(const JobConfig& config);

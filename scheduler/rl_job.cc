@@ -32,6 +32,7 @@
 #include "scheduler/ack_ledger.h"
 #include "scheduler/batch_queue.h"
 #include "scheduler/export.h"
+#include "scheduler/group_selection.h"
 #include "scheduler/job_evaluation.h"
 #include "scheduler/job_store.h"
 #include "scheduler/sample_scheduler.h"
@@ -95,7 +96,9 @@ BatchQueueOptions QueueOptions(const JobConfig& config) {
 class Job {
  public:
   Job(const JobConfig& config, const RlJobOptions& options)
-      : config_(config), options_(options), queue_(QueueOptions(config)) {}
+      : config_(config), options_(options), queue_(QueueOptions(config)),
+        dynamic_sampling_(ParseDynamicSampling(config.scheduler.dynamic_sampling)),
+        selector_(config.scheduler.task_selection) {}
   Result<RlJobSummary> Run();
 
  private:
@@ -119,6 +122,9 @@ class Job {
   Status FinishTraining();
   // The fixed evaluation set on the engine's current weights (training.eval_tasks).
   Result<Json> EvaluateNow(const char* when);
+  // RlJobOptions::evaluate_only: the evaluation before (and with
+  // evaluate_weights after) and nothing else.
+  Result<RlJobSummary> EvaluateOnly();
   // The embedded engine's weight version and counters; 0 and zeros with an
   // external policy (its server keeps its own).
   int64_t WeightVersion() const { return engine_ ? engine_->weight_version() : 0; }
@@ -129,6 +135,8 @@ class Job {
   // Where the job keeps a file of its own: beside the store, <name>-<suffix>.
   std::string JobFile(const std::string& suffix) const;
   std::string StatusLine(double seconds);
+  // The task-mix cell of a planned group (task selection's unit).
+  TaskCell CellOf(const GroupPlan& group) const;
   bool Stopping() const { return stop_.load() || (options_.stop && options_.stop->load()); }
 
   const JobConfig& config_;
@@ -159,7 +167,10 @@ class Job {
   // queued again, for its successor (which resumes from that checkpoint).
   void TrainerRestarting();
 
+  const DynamicSampling dynamic_sampling_;
+
   std::mutex mu_;  // guards everything below
+  PassRateSelector selector_;
   std::condition_variable cv_;
   std::unique_ptr<SampleScheduler> scheduler_;
   std::map<int64_t, GroupPlan> groups_;  // by id
@@ -244,6 +255,10 @@ Status Job::Open() {
   policy.rate_limits = config_.scheduler.rate_limits;
   policy.synchronous = config_.scheduler.synchronous;
   policy.infra_retries = config_.scheduler.infra_retries;
+  if (config_.scheduler.task_selection.enabled) {
+    // Called by the scheduler under mu_, as FinishGroups records outcomes.
+    policy.select = [this](const GroupPlan& group) { return selector_.Accept(CellOf(group)); };
+  }
   scheduler_ = std::make_unique<SampleScheduler>(policy, plan, Clock::now());
   summary_.groups_total = scheduler_->groups_total();
 
@@ -338,13 +353,22 @@ void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups,
     // of the group's statistics and of training, whatever rewards.failed.
     std::erase_if(*samples, [](const StoredSample& s) { return !s.failure_kind.empty(); });
     std::vector<GroupMember> members;
-    for (const StoredSample& s : *samples) members.push_back({s.sample.reward, s.sample.status != "completed"});
+    std::vector<GroupSampleOutcome> outcomes;
+    int64_t successes = 0;
+    for (const StoredSample& s : *samples) {
+      const bool failed = s.sample.status != "completed";
+      members.push_back({s.sample.reward, failed});
+      outcomes.push_back({s.sample.reward, s.sample.success, failed});
+      successes += !failed && s.sample.success ? 1 : 0;
+    }
+    const GroupPlan& plan = groups_[group_id];
+    selector_.Record(CellOf(plan), successes,
+                     std::count_if(outcomes.begin(), outcomes.end(), [](const GroupSampleOutcome& o) { return !o.failed; }));
     const auto advantages = GroupAdvantages(
         members, config_.rewards.advantage == "dr_grpo" ? AdvantageMode::kDrGrpo : AdvantageMode::kGrpo);
     std::vector<store::SampleAdvantage> rows;
     TrainingGroup group;
     group.group_id = group_id;
-    const GroupPlan& plan = groups_[group_id];
     group.effort = plan.effort;
     group.task_id = tasks_[static_cast<size_t>(plan.task_index)].store_id;
     group.task_key = tasks_[static_cast<size_t>(plan.task_index)].task.id;
@@ -357,7 +381,12 @@ void Job::FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups,
     }
     if (Status st = store::RecordAdvantages(db, rows); !st.ok() && first_error_.ok()) first_error_ = st;
     summary_.groups_done += 1;
-    if (!group.samples.empty()) {
+    if (IsZeroVariance(dynamic_sampling_, outcomes)) {
+      // Dynamic sampling: nothing to learn, so never queued; counted as
+      // consumed by the staleness gate, which opens another group instead.
+      summary_.groups_skipped_zero_variance += 1;
+      if (opened_here) scheduler_->Unqueued(1);
+    } else if (!group.samples.empty()) {
       (void)queue_.Add(std::move(group));
     } else {
       // Never queued, so never consumed: without counting it the staleness
@@ -663,6 +692,11 @@ void Job::Monitor() {
   }
 }
 
+TaskCell Job::CellOf(const GroupPlan& group) const {
+  const Task& task = tasks_[static_cast<size_t>(group.task_index)].task;
+  return {task.family, task.difficulty, group.effort};
+}
+
 std::string Job::JobFile(const std::string& suffix) const {
   return (std::filesystem::path(config_.store_path).parent_path() / (config_.name + "-" + suffix)).string();
 }
@@ -819,8 +853,28 @@ Status Job::FinishTraining() {
   return Status::Ok();
 }
 
+Result<RlJobSummary> Job::EvaluateOnly() {
+  FR_ASSIGN_OR_RETURN(eval_["before"], EvaluateNow("on model.path"));
+  if (!options_.evaluate_weights.empty()) {
+    const std::filesystem::path root = std::filesystem::absolute(config_.training.checkpoint_dir);
+    const std::filesystem::path weights = std::filesystem::absolute(options_.evaluate_weights);
+    const int64_t version = WeightVersion() + 1;
+    FR_RETURN_IF_ERROR(weights_->Start(weights.lexically_relative(root).string(), version).Wrap("--weights"));
+    FR_RETURN_IF_ERROR(weights_->WaitForVersion(version, Clock::now() + std::chrono::minutes(5)).Wrap("--weights"));
+    FR_ASSIGN_OR_RETURN(eval_["after"], EvaluateNow(("on " + options_.evaluate_weights).c_str()));
+  }
+  std::ofstream(JobFile("eval.json")) << eval_.dump(2) << "\n";
+  FR_RETURN_IF_ERROR(store::SetJobStatus(*db_, job_id_, store::JobStatus::kCompleted));
+  std::lock_guard<std::mutex> lock(mu_);
+  summary_.status = "completed";
+  summary_.weight_version = WeightVersion();
+  summary_.eval = eval_;
+  return summary_;
+}
+
 Result<RlJobSummary> Job::Run() {
   FR_RETURN_IF_ERROR(Open());
+  if (options_.evaluate_only) return EvaluateOnly();
   if (config_.training.enabled) FR_RETURN_IF_ERROR(StartTraining());
   const auto start = Clock::now();
   std::vector<std::thread> workers;
@@ -867,6 +921,7 @@ Result<RlJobSummary> Job::Run() {
   FR_RETURN_IF_ERROR(store::SetJobStatus(*db_, job_id_, finished ? store::JobStatus::kCompleted : store::JobStatus::kPaused));
   summary_.status = finished ? "completed" : "paused";
   summary_.samples_dropped = scheduler_->samples_dropped();
+  summary_.groups_deselected = scheduler_->groups_deselected();
   summary_.wall_seconds = rollout_seconds;
   summary_.busy_fraction = polls_ ? static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0;
   summary_.mean_batch = busy_polls_ ? static_cast<double>(running_sum_) / static_cast<double>(busy_polls_) : 0.0;

@@ -47,6 +47,10 @@ struct RlJobSummary {
   std::string status;  // "completed" or "paused" (stopped; resume with --resume)
   int64_t groups_done = 0, groups_total = 0;
   int64_t groups_unqueued = 0;  // finished with no sample to train on (rewards.failed: exclude): never queued
+  // scheduler.dynamic_sampling: finished with no spread in reward or verdict: never queued
+  int64_t groups_skipped_zero_variance = 0;
+  // scheduler.task_selection: planned groups never opened, their cell's pass rate out of range
+  int64_t groups_deselected = 0;
   int64_t samples_done = 0, samples_dropped = 0;  // by this run (a resumed job counts from the resume)
   double wall_seconds = 0;
   double busy_fraction = 0;  // share of wall time the engine had work
@@ -79,6 +83,13 @@ struct RlJobOptions {
   std::function<void(const std::string& line)> on_status;
   std::chrono::milliseconds status_interval{2000};
   const std::atomic<bool>* stop = nullptr;  // set to stop early (the job pauses)
+  // Runs no sample and no trainer: only training.eval_tasks' evaluation, on
+  // model.path ("before") and, with `evaluate_weights` (a checkpoint beneath
+  // training.checkpoint_dir, as the trainer publishes them), on those
+  // weights ("after"), paired by episode. For the controls of `make
+  // run-controls` (the base model at other temperatures, a trained one beside it).
+  bool evaluate_only = false;
+  std::string evaluate_weights;
 };
 
 Result<RlJobSummary> RunRlJob(const JobConfig& config, const RlJobOptions& options);

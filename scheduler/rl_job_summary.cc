@@ -33,6 +33,14 @@ std::string RlJobSummary::ToText() const {
   if (groups_unqueued > 0) {
     text += std::to_string(groups_unqueued) + " groups had no sample to train on (all failed, rewards.failed: exclude)\n";
   }
+  if (groups_skipped_zero_variance > 0) {
+    text += std::to_string(groups_skipped_zero_variance) +
+            " groups were not trained on: every sample alike (scheduler.dynamic_sampling)\n";
+  }
+  if (groups_deselected > 0) {
+    text += std::to_string(groups_deselected) +
+            " planned groups were not opened: their cell's pass rate out of range (scheduler.task_selection)\n";
+  }
   text += "engine: busy " + Fixed(100 * busy_fraction, 1) + "% of the time, mean batch " + Fixed(mean_batch, 1) +
           " sequences, " + Fixed(engine_tokens_per_second, 0) + " generated tokens/s\n";
   char line[160];
@@ -52,6 +60,8 @@ std::string RlJobSummary::ToText() const {
   }
   if (const std::string comparison = EvalComparison(eval); !comparison.empty()) {
     text += "fixed evaluation set, before the first step -> after the last:\n" + comparison;
+  } else if (eval.contains("before")) {
+    text += "fixed evaluation set:\n" + EvalOverview(eval["before"]);
   }
   if (!report.empty()) text += "report: " + report + "\n";
   return text;
@@ -73,6 +83,7 @@ Json RlJobSummary::ToJson() const {
           {"failure_kinds", {{"by_kind", Json(failure_kinds)}, {"by_task", by_task}}},
           {"quarantined_tasks", Json(quarantined_tasks)},
           {"groups_done", groups_done}, {"groups_total", groups_total}, {"groups_unqueued", groups_unqueued},
+          {"groups_skipped_zero_variance", groups_skipped_zero_variance}, {"groups_deselected", groups_deselected},
           {"samples_done", samples_done}, {"samples_dropped", samples_dropped},
           {"wall_seconds", wall_seconds}, {"busy_fraction", busy_fraction},
           {"mean_batch", mean_batch},   {"engine_tokens_per_second", engine_tokens_per_second},

@@ -64,6 +64,12 @@ std::optional<SampleTicket> SampleScheduler::Next(Clock::time_point now) {
   const bool may_open = ready_.empty() && (!policy_.synchronous || round_open_ == 0);
   for (size_t i = next_group_; may_open && i < plan_.size() && RoomForAGroup(plan_[i]); ++i) {
     if (!GroupMayOpen(plan_[i], now)) continue;
+    if (policy_.select && plan_[i].slots_done.empty() && !policy_.select(plan_[i])) {
+      plan_.erase(plan_.begin() + static_cast<std::ptrdiff_t>(i--));
+      --total_groups_;
+      ++deselected_;
+      continue;
+    }
     std::rotate(plan_.begin() + static_cast<std::ptrdiff_t>(next_group_), plan_.begin() + static_cast<std::ptrdiff_t>(i),
                 plan_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     const GroupPlan& group = plan_[next_group_++];

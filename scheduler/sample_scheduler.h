@@ -23,12 +23,15 @@
 //   others go on).
 // `synchronous` turns it into batch-level scheduling (the baseline of
 // `flashroll bench scheduler`): a round of groups opens only when the
-// previous round has fully finished.
+// previous round has fully finished. `select`, when set, is asked about
+// each group about to open (none of its slots run yet); a group it refuses
+// is dropped from the plan for good (task selection, group_selection.h).
 //
 // Thread safety: none; the caller serialises.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -38,6 +41,16 @@
 #include <vector>
 
 namespace flashroll {
+
+// One group to run, in the order groups should open.
+struct GroupPlan {
+  int64_t group_id = 0;
+  int64_t task_index = 0;  // the job's task list
+  std::string family;
+  int effort = 100;
+  std::set<int> slots_done;  // slots already finished (a resumed job); the others run
+  int missing(int64_t group_size) const { return static_cast<int>(group_size) - static_cast<int>(slots_done.size()); }
+};
 
 struct SchedulerPolicy {
   int64_t group_size = 8;
@@ -52,16 +65,7 @@ struct SchedulerPolicy {
   bool synchronous = false;
   // How often a slot runs again after an infrastructure failure (Finish).
   int64_t infra_retries = 2;
-};
-
-// One group to run, in the order groups should open.
-struct GroupPlan {
-  int64_t group_id = 0;
-  int64_t task_index = 0;  // the job's task list
-  std::string family;
-  int effort = 100;
-  std::set<int> slots_done;  // slots already finished (a resumed job); the others run
-  int missing(int64_t group_size) const { return static_cast<int>(group_size) - static_cast<int>(slots_done.size()); }
+  std::function<bool(const GroupPlan&)> select;  // empty: every group opens
 };
 
 // One sample to start.
@@ -115,6 +119,7 @@ class SampleScheduler {
   int64_t groups_total() const { return total_groups_; }
   int64_t groups_finished() const { return groups_finished_; }
   int64_t samples_dropped() const { return dropped_; }
+  int64_t groups_deselected() const { return deselected_; }  // refused by `select`
   bool done() const { return groups_finished_ == groups_total(); }
 
   // 1 where a token may be learned from: sampled (version >= 0) and at most
@@ -149,6 +154,7 @@ class SampleScheduler {
   int64_t total_groups_ = 0;
   int64_t samples_finished_ = 0;
   int64_t dropped_ = 0;
+  int64_t deselected_ = 0;
   int64_t round_open_ = 0;  // synchronous: groups of the current round still open
   std::set<int64_t> quarantined_;
   int64_t groups_quarantined_ = 0;

@@ -191,20 +191,56 @@ std::string EvalTable(const Json& before, const Json& after) {
   return text;
 }
 
-// The table of one set, then its table at T = 1.0 when both sides have one.
+std::string AtTemperature(double t) { return t > 0 ? Row(" at T = %g", t) : std::string(" greedy (T = 0)"); }
+
+// The table of one set, then its table at each other temperature both
+// sides have ("at_temperature_T", job_evaluation.h).
 std::string SetComparison(const std::string& name, const Json& before, const Json& after) {
-  auto at = [](const Json& report) {
-    const double t = report.value("temperature", 0.0);
-    return t > 0 ? Row(" at T = %.2g", t) : std::string();
-  };
-  std::string text = name + at(before) + ":\n" + EvalTable(before, after);
-  if (before.contains("at_temperature_1") && after.contains("at_temperature_1")) {
-    text += name + " at T = 1:\n" + EvalTable(before["at_temperature_1"], after["at_temperature_1"]);
+  std::string text = name + (before.contains("temperature") ? AtTemperature(Number(before, "temperature")) : "") +
+                     ":\n" + EvalTable(before, after);
+  static constexpr char kPrefix[] = "at_temperature_";
+  for (const auto& [key, report] : before.items()) {
+    if (key.rfind(kPrefix, 0) != 0 || !after.contains(key)) continue;
+    text += name + AtTemperature(std::stod(key.substr(sizeof(kPrefix) - 1))) + ":\n" + EvalTable(report, after[key]);
   }
   return text;
 }
 
 }  // namespace
+
+namespace {
+
+std::string OverviewLine(const std::string& name, const Json& report) {
+  const Json& total = report.value("total", Json::object());
+  const double n = Number(total, "episodes"), p = Number(total, "success_rate");
+  std::string text = Row("%s: success %.1f%% of %.0f (SE %.1f%%), reasoning %.1f tokens;", name.c_str(), 100 * p, n,
+                         n > 0 ? 100 * std::sqrt(p * (1 - p) / n) : 0.0, Number(total, "mean_reasoning_tokens"));
+  if (report.contains("by_effort")) {
+    for (const std::string& effort : EffortKeys(report["by_effort"])) {
+      text += Row(" b=%s %.1f%%", effort.c_str(), 100 * Number(report["by_effort"][effort], "success_rate"));
+    }
+  }
+  return text + "\n";
+}
+
+std::string SetOverview(const std::string& name, const Json& report) {
+  std::string text =
+      OverviewLine(name + (report.contains("temperature") ? AtTemperature(Number(report, "temperature")) : ""), report);
+  for (const auto& [key, other] : report.items()) {
+    if (key.rfind("at_temperature_", 0) != 0) continue;
+    text += OverviewLine(name + AtTemperature(std::stod(key.substr(std::string("at_temperature_").size()))), other);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string EvalOverview(const Json& side) {
+  if (!side.is_object() || !side.contains("total")) return "";
+  std::string text = SetOverview("tuning set (training.eval_seed)", side);
+  if (side.contains("test")) text += SetOverview("held-out test set (training.test_seed)", side["test"]);
+  return text;
+}
 
 std::string EvalComparison(const Json& eval) {
   if (!eval.contains("before") || !eval.contains("after")) return "";

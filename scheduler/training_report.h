@@ -29,9 +29,14 @@ std::string LastStepStatus(const std::string& log_path, int64_t steps);
 // "episodes" (the same episodes, paired by index) the errors are those of
 // the mean per-episode difference; without, of two independent samples.
 // One table per set and temperature (scheduler/job_evaluation.h): the
-// tuning set's, then its "at_temperature_1", then the "test" set's and its
-// "at_temperature_1", each where both sides have it, under a header naming
-// it. "" when either side is missing.
+// tuning set's, then its "at_temperature_T" (each other temperature), then
+// the "test" set's and its, each where both sides have it, under a header
+// naming it. "" when either side is missing.
 std::string EvalComparison(const Json& eval);
+
+// One evaluation side (eval["before"] of `flashroll run --evaluate-only`
+// without --weights): per set and temperature, success with its standard
+// error and per effort, and the mean reasoning tokens.
+std::string EvalOverview(const Json& side);
 
 }  // namespace flashroll

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -65,6 +68,53 @@ TEST(JobConfigTest, LengthPenaltyOnAllOrOnlySuccessfulSamples) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("r.yaml:5: rewards.length_penalty: "), std::string::npos)
       << bad.status().message();
+}
+
+// scheduler.dynamic_sampling and scheduler.task_selection (group_selection.h):
+// off by default; the range must leave room for a cell to open.
+TEST(JobConfigTest, DynamicSamplingAndTaskSelectionAreReadAndChecked) {
+  const std::string head = "kind: rl_job\nname: s\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n";
+  auto defaults = ParseJobConfig(*ParseYaml(head, "s.yaml"));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->scheduler.dynamic_sampling, "none");
+  EXPECT_FALSE(defaults->scheduler.task_selection.enabled);
+  auto set = ParseJobConfig(*ParseYaml(head + "scheduler: {dynamic_sampling: verifier, task_selection: "
+                                              "{min_pass_rate: 0.05, max_pass_rate: 0.95, window: 32, "
+                                              "min_samples: 8, probe_every: 4}}\n", "s.yaml"));
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->scheduler.dynamic_sampling, "verifier");
+  const PassRateSelection& t = set->scheduler.task_selection;
+  EXPECT_TRUE(t.enabled);
+  EXPECT_EQ(t.min_pass_rate, 0.05);
+  EXPECT_EQ(t.max_pass_rate, 0.95);
+  EXPECT_EQ(t.window, 32);
+  EXPECT_EQ(t.min_samples, 8);
+  EXPECT_EQ(t.probe_every, 4);
+  auto on = ParseJobConfig(*ParseYaml(head + "scheduler: {task_selection: {}}\n", "s.yaml"));
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->scheduler.task_selection.enabled) << "present, even empty, turns it on";
+  for (const auto& [bad, key] : std::vector<std::pair<std::string, std::string>>{
+           {"{dynamic_sampling: sometimes}", "scheduler.dynamic_sampling"},
+           {"{task_selection: {min_pass_rate: 0.6, max_pass_rate: 0.4}}", "scheduler.task_selection.min_pass_rate"},
+           {"{task_selection: {window: 8, min_samples: 9}}", "scheduler.task_selection.min_samples"},
+           {"{task_selection: {probe_every: 0}}", "scheduler.task_selection.probe_every"},
+           {"{task_selection: {max_pass_rate: 1.5}}", "scheduler.task_selection.max_pass_rate"}}) {
+    auto refused = ParseJobConfig(*ParseYaml(head + "scheduler: " + bad + "\n", "s.yaml"));
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find(key), std::string::npos) << refused.status().ToString();
+  }
+}
+
+TEST(JobConfigTest, EvalTemperaturesAreReadInOrderAndEachOnce) {
+  const std::string head = "kind: rl_job\nname: e\nmodel: {path: models/default}\ntasks: {families: [arithmetic]}\n"
+                           "trainer_api: {token_file: t}\n";
+  auto set = ParseJobConfig(*ParseYaml(head + "training: {eval_tasks: 4, eval_temperatures: [1.0, 0.7, 0]}\n", "e.yaml"));
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->training.eval_temperatures, (std::vector<double>{1.0, 0.7, 0.0}));
+  auto twice = ParseJobConfig(*ParseYaml(head + "training: {eval_temperatures: [1.0, 0.7, 1]}\n", "e.yaml"));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("training.eval_temperatures[2]: listed twice"), std::string::npos)
+      << twice.status().ToString();
 }
 
 TEST(JobConfigTest, UnenforcedSandboxLimitsAreAllowedOnlyWhenAsked) {

@@ -211,6 +211,35 @@ TEST(SampleSchedulerTest, AResumedJobRunsOnlyTheMissingSlots) {
   EXPECT_EQ(Drain(s, t0).size(), 4u);
 }
 
+// Task selection: a group `select` refuses never opens and leaves the
+// plan (the total shrinks, so done() still comes); a group of a resumed job
+// with slots already finished is not asked about.
+TEST(SampleSchedulerTest, AGroupSelectRefusesIsDroppedAndTheNextOneOpens) {
+  const auto t0 = Clock::now();
+  SchedulerPolicy p = Policy(2, 2, 2);
+  std::vector<int64_t> asked;
+  p.select = [&](const GroupPlan& g) {
+    asked.push_back(g.group_id);
+    return g.group_id != 2 && g.group_id != 3;
+  };
+  auto plan = Groups({{0, "a"}, {1, "a"}, {2, "a"}, {3, "a"}, {4, "a"}});
+  plan[2].slots_done = {0};  // group 3 resumed: its missing slot runs
+  SampleScheduler s(p, plan, t0);
+  std::vector<int64_t> ran;
+  while (!s.done()) {
+    auto started = Drain(s, t0);
+    ASSERT_FALSE(started.empty()) << "nothing startable with " << s.groups_finished() << " of " << s.groups_total();
+    for (const auto& t : started) {
+      s.Finish(t, 10, false);
+      if (ran.empty() || ran.back() != t.group_id) ran.push_back(t.group_id);
+    }
+  }
+  EXPECT_EQ(ran, (std::vector<int64_t>{1, 3, 4, 5}));
+  EXPECT_EQ(asked, (std::vector<int64_t>{1, 2, 4, 5}));
+  EXPECT_EQ(s.groups_deselected(), 1);
+  EXPECT_EQ(s.groups_total(), 4);
+}
+
 TEST(SampleSchedulerTest, LossMaskKeepsSampledTokensWithinTheBound) {
   const std::vector<int32_t> versions = {-1, -1, 3, 4, 5, 5, -1};
   EXPECT_EQ(SampleScheduler::LossMask(versions, 5, 1), (std::vector<uint8_t>{0, 0, 0, 1, 1, 1, 0}));

@@ -515,6 +515,117 @@ TEST_F(TrainingJobTest, GroupsWithNothingToTrainOnDoNotCloseTheStalenessGate) {
   EXPECT_NE(lines.back().find("  step 0/4"), std::string::npos) << lines.back();
 }
 
+// A trainer double that leases two groups at a time and writes each lease's
+// groups' verdicts, one JSON line per lease, to the file named by its first
+// argument; it acks and goes on until the queue closes.
+constexpr char kRecordingTrainer[] = R"PY(
+import json, sys, urllib.error, urllib.request
+out = sys.argv[1]
+args = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+token = open(args["--token-file"]).read().strip()
+while True:
+    req = urllib.request.Request(args["--api"] + "/v1/batches?min_groups=2&max_groups=2&timeout=1",
+                                 headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            if r.status == 200:
+                batch = json.load(r)
+                with open(out, "a") as f:
+                    f.write(json.dumps([[s["success"] for s in g["samples"]] for g in batch["groups"]]) + "\n")
+                ack = urllib.request.Request(args["--api"] + "/v1/batches/%s/ack" % batch["lease"], data=b"{}",
+                                             headers={"Authorization": "Bearer " + token})
+                urllib.request.urlopen(ack, timeout=60).read()
+    except urllib.error.HTTPError as e:
+        if e.code == 409:
+            sys.exit(0)
+        raise
+)PY";
+
+// Dynamic sampling (scheduler.dynamic_sampling: verifier): a group whose
+// verdicts all agree never reaches the trainer, and the staleness gate
+// counts it consumed so other groups open in its place and batches still
+// fill. Three tasks every sample passes (a check that exits 0) and three
+// whose verdict is the parity of the answer's length (their groups split or
+// not as the samples fall), at two efforts.
+TEST_F(TrainingJobTest, DynamicSamplingNeverServesAGroupWhoseVerdictsAgreeAndStillFillsBatches) {
+  std::ofstream tasks(dir_ + "/tasks.jsonl");
+  for (int i = 0; i < 3; ++i) {
+    tasks << R"({"id": "pass-)" << i << R"(", "prompt": "Say a word.", "verifier": {"kind": "python", "script": "import sys\nsys.exit(0)\n"}})" << "\n"
+          << R"({"id": "parity-)" << i << R"(", "prompt": "Say a few words.", "verifier": {"kind": "python", "script": "import sys\nsys.exit(len(sys.stdin.read().strip()) % 2)\n"}})" << "\n";
+  }
+  tasks.close();
+  std::ofstream(dir_ + "/record.py") << kRecordingTrainer;
+  const std::string path = dir_ + "/dynamic.yaml";
+  std::ofstream(path) << "kind: rl_job\nname: dynamic\nstore: " << dir_ << "/store.db\n"
+                      << "model: {path: models/default, threads: 2}\n"
+                      << "tasks: {files: [" << dir_ << "/tasks.jsonl]}\n"
+                      << "rollout: {max_turns: 2, max_tokens: 256, temperature: 1.4, efforts: [1, 100]}\n"
+                      << "scheduler: {group_size: 2, max_in_flight: 4, max_per_task: 4, batch_groups: 2, "
+                      << "dynamic_sampling: verifier, stall_timeout: 2m}\n"
+                      << "training:\n  command: [/usr/bin/python3, " << dir_ << "/record.py, " << dir_ << "/leases.jsonl]\n"
+                      << "  restarts: 0\n"
+                      << "trainer_api: {listen: '127.0.0.1:0', token_file: " << dir_ << "/token, lease_timeout: 60s}\n";
+  auto summary = RunRlJob(Load(path), {});
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString() << ReadAll(dir_ + "/dynamic-trainer.log");
+  EXPECT_EQ(summary->groups_done, 12);
+  EXPECT_GE(summary->groups_skipped_zero_variance, 6) << "every group of the always-passing tasks";
+  EXPECT_EQ(summary->ToJson()["groups_skipped_zero_variance"], summary->groups_skipped_zero_variance);
+  std::ifstream in(dir_ + "/leases.jsonl");
+  int64_t served = 0, leases = 0, short_leases = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto groups = nlohmann::json::parse(line);
+    ++leases;
+    if (groups.size() < 2) ++short_leases;
+    for (const auto& verdicts : groups) {
+      ++served;
+      const std::set<bool> seen(verdicts.begin(), verdicts.end());
+      EXPECT_EQ(seen.size(), 2u) << "a group whose verdicts agree was served: " << verdicts.dump();
+    }
+  }
+  EXPECT_EQ(served + summary->groups_skipped_zero_variance, summary->groups_done) << "no group lost";
+  EXPECT_LE(short_leases, 1) << "only the last lease, drained after the queue closed, may be short";
+}
+
+// --evaluate-only (make run-controls): no sample and no trainer, the fixed
+// evaluation at each of training.eval_temperatures on model.path, and with
+// evaluate_weights on that checkpoint too (here the default model's weights
+// copied beneath the checkpoint root).
+TEST_F(TrainingJobTest, EvaluateOnlyRunsTheEvaluationAtEachTemperatureAndOnTheGivenWeights) {
+  const std::string checkpoints = dir_ + "/checkpoints";
+  std::filesystem::create_directories(checkpoints + "/v000007");
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors"}) {
+    std::filesystem::copy_file(std::string("models/default/") + f, checkpoints + "/v000007/" + f);
+  }
+  const JobConfig config = Load(WriteConfig(
+      "controls", "  eval_tasks: 2\n  eval_temperatures: [1.0, 0]\n  checkpoint_dir: " + checkpoints + "\n"));
+  RlJobOptions options;
+  options.evaluate_only = true;
+  options.evaluate_weights = checkpoints + "/v000007";
+  auto summary = RunRlJob(config, options);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->samples_done, 0);
+  EXPECT_EQ(summary->weight_version, 1) << "the given weights were swapped in";
+  for (const char* side : {"before", "after"}) {
+    const Json& report = summary->eval[side];
+    EXPECT_EQ(report["temperature"], 1.0) << side;
+    EXPECT_EQ(report["total"]["episodes"], 2) << side;
+    ASSERT_TRUE(report.contains("at_temperature_0")) << side << ": " << report.dump();
+    EXPECT_EQ(report["at_temperature_0"]["total"]["episodes"], 2) << side;
+  }
+  // Paired by episode: the same tasks at the same indices on both sides.
+  const Json& before = summary->eval["before"]["at_temperature_0"]["episodes"];
+  const Json& after = summary->eval["after"]["at_temperature_0"]["episodes"];
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i]["task"], after[i]["task"]) << i;
+  EXPECT_NE(summary->ToText().find("greedy (T = 0):"), std::string::npos) << summary->ToText();
+  auto db = store::OpenStore(dir_ + "/store.db");
+  ASSERT_TRUE(db.ok());
+  auto count = (*db)->Prepare("SELECT count(*) FROM samples");
+  ASSERT_TRUE(count.ok());
+  ASSERT_TRUE(*count->Step());
+  EXPECT_EQ(count->ColumnInt64(0), 0);
+}
+
 // A trainer that never consumes (a test double that sleeps) closes the
 // staleness gate: with nothing moving for scheduler.stall_timeout the job
 // fails, naming the gate's arithmetic, instead of waiting silently forever.

@@ -73,6 +73,32 @@ TEST(TrainingReportTest, TheTablesAtTemperature1AndOfTheTestSetFollow) {
   EXPECT_NE(text.find("+10.0%", test_t1), std::string::npos) << text;
 }
 
+// training.eval_temperatures: every other temperature's report
+// ("at_temperature_T") gets a table; T = 0 is named greedy.
+TEST(TrainingReportTest, EveryEvaluatedTemperatureGetsItsTableAndZeroIsGreedy) {
+  const auto report = [](double success, double temperature) {
+    const Json counts = {{"episodes", 100}, {"success_rate", success}, {"mean_reasoning_tokens", 100.0},
+                         {"sd_reasoning_tokens", 50.0}};
+    return Json{{"by_effort", {{"1", counts}}}, {"total", counts}, {"temperature", temperature}};
+  };
+  const auto side = [&](double t1, double t07, double greedy) {
+    Json s = report(t1, 1.0);
+    s["at_temperature_0.7"] = report(t07, 0.7);
+    s["at_temperature_0"] = report(greedy, 0.0);
+    return s;
+  };
+  const std::string text = EvalComparison({{"before", side(0.5, 0.6, 0.7)}, {"after", side(0.6, 0.62, 0.71)}});
+  const size_t t1 = text.find("tuning set (training.eval_seed) at T = 1:\n");
+  const size_t t07 = text.find("tuning set (training.eval_seed) at T = 0.7:\n");
+  const size_t greedy = text.find("tuning set (training.eval_seed) greedy (T = 0):\n");
+  ASSERT_NE(t1, std::string::npos) << text;
+  ASSERT_NE(t07, std::string::npos) << text;
+  ASSERT_NE(greedy, std::string::npos) << text;
+  EXPECT_NE(text.find("+10.0%", t1), std::string::npos) << text;
+  EXPECT_NE(text.find("+2.0%", t07), std::string::npos) << text;
+  EXPECT_NE(text.find("+1.0%", greedy), std::string::npos) << text;
+}
+
 TEST(TrainingReportTest, WithEpisodesTheChangeIsPairedByEpisode) {
   const auto episodes = [](std::vector<int> success, std::vector<int> reasoning) {
     Json list = Json::array();
