@@ -1,5 +1,7 @@
 #include "common/strings.h"
 
+#include <cstdio>
+
 namespace flashroll {
 
 std::string_view TrimWhitespace(std::string_view s) {
@@ -19,6 +21,12 @@ std::vector<std::string> SplitNonEmpty(std::string_view text, char separator) {
     start = end + 1;
   }
   return out;
+}
+
+std::string FixedPoint(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
 }
 
 }  // namespace flashroll

@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "common/store.h"
+#include "common/strings.h"
 #include "engine/device/device_memory.h"
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
@@ -67,12 +68,6 @@ sandbox::SandboxSpec SpecOf(const JobConfig::Sandbox& s) {
   spec.user = s.user;
   spec.group = s.group;
   return spec;
-}
-
-std::string Fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
 }
 
 // The python/ folder of this source tree, for the trainer's PYTHONPATH:
@@ -612,16 +607,16 @@ std::string Job::StatusLine(double seconds) {
                                             std::to_string(summary_.groups_total) + " planned)"
                                       : std::to_string(summary_.groups_done) + "/" + std::to_string(summary_.groups_total);
   std::string line = "samples " + std::to_string(summary_.samples_done) + " (" +
-                     Fixed(seconds > 0 ? static_cast<double>(summary_.samples_done) / seconds : 0.0, 2) + "/s)  groups " +
+                     FixedPoint(seconds > 0 ? static_cast<double>(summary_.samples_done) / seconds : 0.0, 2) + "/s)  groups " +
                      groups + "  reward";
   for (const auto& [effort, e] : summary_.by_effort) {
-    line += " b=" + std::to_string(effort) + ":" + Fixed(e.samples ? e.reward_sum / static_cast<double>(e.samples) : 0.0, 2);
+    line += " b=" + std::to_string(effort) + ":" + FixedPoint(e.samples ? e.reward_sum / static_cast<double>(e.samples) : 0.0, 2);
   }
   const engine::EngineStats stats = EngineStats();
   line += "  version " + std::to_string(WeightVersion()) + "  in flight " +
           std::to_string(scheduler_->in_flight()) + "  engine " +
-          Fixed(seconds > 0 ? static_cast<double>(stats.generated_tokens) / seconds : 0.0, 0) + " tok/s  busy " +
-          Fixed(polls_ ? 100.0 * static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0, 0) + "%";
+          FixedPoint(seconds > 0 ? static_cast<double>(stats.generated_tokens) / seconds : 0.0, 0) + " tok/s  busy " +
+          FixedPoint(polls_ ? 100.0 * static_cast<double>(busy_polls_) / static_cast<double>(polls_) : 0.0, 0) + "%";
   if (trainer_) {
     line += "  " + LastStepStatus(JobFile("trainer.jsonl"), config_.training.steps);
   }

@@ -2,24 +2,16 @@
 #include <cstdio>
 #include <string>
 
+#include "common/strings.h"
 #include "scheduler/rl_job.h"
 #include "scheduler/training_report.h"
 
 namespace flashroll {
-namespace {
-
-std::string Fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
-}  // namespace
 
 std::string RlJobSummary::ToText() const {
   std::string text = "job " + std::to_string(job_id) + " " + status + ": " + std::to_string(groups_done) + "/" +
                      std::to_string(groups_total) + " groups, " + std::to_string(samples_done) + " samples this run (" +
-                     std::to_string(samples_dropped) + " dropped in warm-up) in " + Fixed(wall_seconds, 1) + " s\n";
+                     std::to_string(samples_dropped) + " dropped in warm-up) in " + FixedPoint(wall_seconds, 1) + " s\n";
   if (!failure_kinds.empty()) {
     text += "infrastructure failures (not rewarded, the slot ran again):";
     for (const auto& [kind, n] : failure_kinds) text += " " + kind + " " + std::to_string(n);
@@ -41,8 +33,8 @@ std::string RlJobSummary::ToText() const {
     text += std::to_string(groups_deselected) +
             " planned groups were not opened: their cell's pass rate out of range (scheduler.task_selection)\n";
   }
-  text += "engine: busy " + Fixed(100 * busy_fraction, 1) + "% of the time, mean batch " + Fixed(mean_batch, 1) +
-          " sequences, " + Fixed(engine_tokens_per_second, 0) + " generated tokens/s\n";
+  text += "engine: busy " + FixedPoint(100 * busy_fraction, 1) + "% of the time, mean batch " + FixedPoint(mean_batch, 1) +
+          " sequences, " + FixedPoint(engine_tokens_per_second, 0) + " generated tokens/s\n";
   char line[160];
   std::snprintf(line, sizeof(line), "%8s %8s %8s %8s %12s %18s\n", "effort", "samples", "success", "failed",
                 "mean reward", "reasoning tokens");

@@ -108,10 +108,6 @@ std::string HfName(const std::string& gguf) {
   return "";
 }
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 int64_t NumElements(const std::vector<int64_t>& shape) {
@@ -215,8 +211,8 @@ Status ModelFiles::AddSafetensors(std::unique_ptr<SafetensorsFile> file) {
     WeightTensor w{*t.dtype, t.shape, t.data, file->path()};
     // transformers 5 stacks experts: gate_up_proj [E, 2F, D] (gate rows
     // first) and down_proj [E, D, F]. Expose them as per-expert views.
-    const bool gate_up = EndsWith(t.name, ".experts.gate_up_proj");
-    const bool down = EndsWith(t.name, ".experts.down_proj");
+    const bool gate_up = t.name.ends_with(".experts.gate_up_proj");
+    const bool down = t.name.ends_with(".experts.down_proj");
     if (gate_up || down) {
       const std::string prefix = t.name.substr(0, t.name.size() - (gate_up ? 12 : 9));
       const int64_t d = config_.hidden_size;
@@ -373,8 +369,8 @@ Status ModelFiles::LoadGguf(const std::string& file) {
     FR_ASSIGN_OR_RETURN(kernels::DType dtype, FromGgml(t.type, t.name, file));
     std::vector<int64_t> shape(t.dims.rbegin(), t.dims.rend());
     // Stacked experts [E, rows, cols]: one view per expert, rows * cols apart.
-    if (EndsWith(name, "mlp.experts.gate_proj") || EndsWith(name, "mlp.experts.up_proj") ||
-        EndsWith(name, "mlp.experts.down_proj")) {
+    if (name.ends_with("mlp.experts.gate_proj") || name.ends_with("mlp.experts.up_proj") ||
+        name.ends_with("mlp.experts.down_proj")) {
       if (shape.size() != 3 || shape[0] != c.num_experts) {
         return Status::InvalidArgument(file + ": tensor '" + t.name + "': shape " + ShapeString(shape) +
                                        " is not [expert_count=" + std::to_string(c.num_experts) +
@@ -390,8 +386,8 @@ Status ModelFiles::LoadGguf(const std::string& file) {
       continue;
     }
     WeightTensor w{dtype, shape, t.data, file};
-    const bool q = EndsWith(name, "self_attn.q_proj.weight") || EndsWith(name, "self_attn.q_proj.bias");
-    const bool k = EndsWith(name, "self_attn.k_proj.weight") || EndsWith(name, "self_attn.k_proj.bias");
+    const bool q = name.ends_with("self_attn.q_proj.weight") || name.ends_with("self_attn.q_proj.bias");
+    const bool k = name.ends_with("self_attn.k_proj.weight") || name.ends_with("self_attn.k_proj.bias");
     if (arch->gguf_permuted_qk && (q || k)) {
       // llama.cpp's converter reorders each head's rows from [first half;
       // second half] to interleaved pairs: HF row (half * hd/2 + i) is GGUF

@@ -35,7 +35,6 @@
 namespace flashroll::engine {
 namespace {
 
-constexpr int32_t kMaxTopLogprobs = 20;
 // top_k up to this keeps a heap; above, nth_element over the whole row.
 constexpr int64_t kHeapMaxK = 512;
 // Candidate sets this large are radix-sorted; smaller ones use std::sort.

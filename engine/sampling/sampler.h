@@ -61,6 +61,9 @@
 
 namespace flashroll::engine {
 
+// The most raw alternatives a sampled token reports (SamplingParams::top_logprobs).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
 struct SamplingParams {
   double temperature = 1.0;         // >= 0; 0 = greedy (argmax, ties to the lower id)
   int32_t top_k = 0;                // <= 0 or >= vocab size = off

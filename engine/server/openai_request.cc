@@ -17,7 +17,6 @@ std::optional<ApiError> ReadTokenIds(const Json& body, const char* key, std::vec
 namespace {
 
 constexpr int32_t kMaxN = 128;
-constexpr int32_t kMaxTopLogprobs = 20;
 constexpr size_t kMaxStops = 16;
 
 // The error for a failed JsonView read: its message starts with the path.

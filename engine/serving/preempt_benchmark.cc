@@ -10,6 +10,7 @@
 #include <chrono>
 #include <vector>
 
+#include "engine/serving/benchmark_inputs.h"
 #include "engine/serving/sequence_file.h"
 
 namespace flashroll::engine {
@@ -18,23 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double MsSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-std::vector<int32_t> PseudoRandomPrompt(int64_t len, int64_t vocab, uint64_t seed) {
-  std::vector<int32_t> p(static_cast<size_t>(len));
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (auto& t : p) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    t = static_cast<int32_t>(x % static_cast<uint64_t>(vocab));
-  }
-  return p;
-}
 
 // A directory made for the run and removed after it (the engine has deleted
 // the files in it by then).
@@ -151,7 +135,7 @@ Result<PreemptBenchmarkResult> RunPreemptBenchmark(const Model& model, const Pre
     from_disk.push_back(MsSince(t2));
     stream->Cancel();
   }
-  return PreemptBenchmarkResult{Median(resume), Median(from_disk), Median(reprefill), Median(bytes_per_token)};
+  return PreemptBenchmarkResult{UpperMedian(resume), UpperMedian(from_disk), UpperMedian(reprefill), UpperMedian(bytes_per_token)};
 }
 
 }  // namespace flashroll::engine

@@ -213,11 +213,6 @@ std::string UnescapeNewlines(std::string s) {
   return out;
 }
 
-bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool EndsWith(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
 }  // namespace
 
 const char* PreTokenizerName(PreTokenizerKind kind) {
@@ -258,8 +253,8 @@ Result<PreTokenizerKind> PreTokenizerFromPatterns(const std::vector<std::string>
     if (p[0] == UnescapeNewlines(std::string(kLlama3Pattern))) return PreTokenizerKind::kLlama3;
     if (p[0] == UnescapeNewlines(std::string(kQwen2Pattern))) return PreTokenizerKind::kQwen2;
   }
-  if (p.size() == 6 && p[0] == "[\r\n]" && StartsWith(p[1], "\\s?[A-Za-zµÀ-ÖØ-öø-ƺ") &&
-      EndsWith(p[1], "𞤀-𞥃]+") && p[2] == "\\s?[!-/:-~！-／：-～‘-‟　-。]+" && p[3] == "\\s+$" &&
+  if (p.size() == 6 && p[0] == "[\r\n]" && p[1].starts_with("\\s?[A-Za-zµÀ-ÖØ-öø-ƺ") &&
+      p[1].ends_with("𞤀-𞥃]+") && p[2] == "\\s?[!-/:-~！-／：-～‘-‟　-。]+" && p[3] == "\\s+$" &&
       p[4] == "[一-龥ࠀ-一가-퟿]+" && p[5] == "\\p{N}+") {
     return PreTokenizerKind::kDeepseekLlm;
   }
