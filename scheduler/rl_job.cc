@@ -36,6 +36,7 @@
 #include "scheduler/group_selection.h"
 #include "scheduler/job_evaluation.h"
 #include "scheduler/job_store.h"
+#include "scheduler/rl_job_state.h"
 #include "scheduler/sample_scheduler.h"
 #include "scheduler/teacher.h"
 #include "scheduler/trainer_api.h"
@@ -45,9 +46,8 @@
 #include "scheduler/trajectory.h"
 
 namespace flashroll {
+namespace rl_job_internal {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 uint64_t SampleSeed(int64_t job_seed, const SampleTicket& t) {
   uint64_t x = static_cast<uint64_t>(job_seed) * 0x9E3779B97F4A7C15ull;
@@ -70,114 +70,7 @@ sandbox::SandboxSpec SpecOf(const JobConfig::Sandbox& s) {
   return spec;
 }
 
-// The python/ folder of this source tree, for the trainer's PYTHONPATH:
-// beside the binary's build directory, else the working directory's.
-std::string TrainerPythonPath() {
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const std::filesystem::path beside = exe.parent_path().parent_path() / "python";
-    if (std::filesystem::exists(beside / "flashroll", ec)) return beside.string();
-  }
-  return std::filesystem::absolute("python", ec).string();
-}
-
-BatchQueueOptions QueueOptions(const JobConfig& config) {
-  BatchQueueOptions options;
-  options.lease_duration = config.trainer_api.lease_timeout;
-  return options;
-}
-
-class Job {
- public:
-  Job(const JobConfig& config, const RlJobOptions& options)
-      : config_(config), options_(options), queue_(QueueOptions(config)),
-        dynamic_sampling_(ParseDynamicSampling(config.scheduler.dynamic_sampling)),
-        selector_(config.scheduler.task_selection) {}
-  Result<RlJobSummary> Run();
-
- private:
-  Status Open();
-  void Worker();
-  // Runs one sample and records it; then tells the scheduler.
-  void RunSample(sqlite::Database& db, const SampleTicket& ticket);
-  // Records the sandbox manager's events of a sample's sandbox (its OOM
-  // kills, init exit, rootfs damage, timeouts, failed teardowns: the
-  // repercussion signal) and that it was destroyed.
-  void RecordSandboxEvents(sqlite::Database& db, const std::string& sandbox_id, int64_t sample_id);
-  // Under mu_: advantages for each finished group, recorded and queued.
-  // `opened_here`: the groups were opened by this run's scheduler (not
-  // finished before a resume).
-  void FinishGroups(sqlite::Database& db, const std::vector<int64_t>& groups, bool opened_here);
-  void Monitor();
-  // Training: the trainer API, the weight loader and the trainer process.
-  Status StartTraining();
-  // Training: after the rollouts, lets the trainer finish and waits for its
-  // last published weights to be in the engine.
-  Status FinishTraining();
-  // The fixed evaluation set on the engine's current weights (training.eval_tasks).
-  Result<Json> EvaluateNow(const char* when);
-  // RlJobOptions::evaluate_only: the evaluation before (and with
-  // evaluate_weights after) and nothing else.
-  Result<RlJobSummary> EvaluateOnly();
-  // The embedded engine's weight version and counters; 0 and zeros with an
-  // external policy (its server keeps its own).
-  int64_t WeightVersion() const { return engine_ ? engine_->weight_version() : 0; }
-  engine::EngineStats EngineStats() const { return engine_ ? engine_->Stats() : engine::EngineStats{}; }
-  // The HTML report (python -m flashroll.report) from the trainer's log and
-  // the evaluation; a failure is a warning, the job's results stand.
-  void WriteReport();
-  // Where the job keeps a file of its own: beside the store, <name>-<suffix>.
-  std::string JobFile(const std::string& suffix) const;
-  std::string StatusLine(double seconds);
-  // The task-mix cell of a planned group (task selection's unit).
-  TaskCell CellOf(const GroupPlan& group) const;
-  bool Stopping() const { return stop_.load() || (options_.stop && options_.stop->load()); }
-
-  const JobConfig& config_;
-  const RlJobOptions& options_;
-  LengthRewardParams length_params_;
-  std::unique_ptr<sqlite::Database> db_;  // the job thread's connection
-  int64_t job_id_ = 0;
-  std::vector<JobTask> tasks_;
-  std::unique_ptr<engine::Model> model_;
-  std::unique_ptr<engine::Tokenizer> tokenizer_;
-  std::unique_ptr<engine::Engine> engine_;  // null with an external policy
-  std::unique_ptr<Policy> policy_;
-  std::unique_ptr<sandbox::Manager> manager_;
-  const Scaffold* scaffold_ = nullptr;
-  sandbox::SandboxSpec spec_;
-  BatchQueue queue_;
-  std::unique_ptr<TrainerApi> trainer_api_;
-  std::unique_ptr<engine::WeightLoader> weights_;
-  std::unique_ptr<Teacher> teacher_;  // distill; outlives the trainer that asks it
-  std::unique_ptr<TrainerSupervisor> trainer_;
-  Json eval_ = Json::object();  // {"before": ..., "after": ...}
-
-  // Training: acks recorded at once, made durable by the next published
-  // version (ack_ledger.h). A resumed job's last published version.
-  std::unique_ptr<AckLedger> ledger_;
-  std::optional<store::PublishedVersion> resume_point_;
-  // The trainer died: what it acked and no published checkpoint holds is
-  // queued again, for its successor (which resumes from that checkpoint).
-  void TrainerRestarting();
-
-  const DynamicSampling dynamic_sampling_;
-
-  std::mutex mu_;  // guards everything below
-  PassRateSelector selector_;
-  std::condition_variable cv_;
-  std::unique_ptr<SampleScheduler> scheduler_;
-  std::map<int64_t, GroupPlan> groups_;  // by id
-  RlJobSummary summary_;
-  int64_t consumed_seen_ = 0;
-  Status first_error_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> cancel_episodes_{false};
-  std::atomic<bool> stalled_{false};  // no progress for scheduler.stall_timeout: the job fails
-  // Engine occupancy, sampled by the monitor.
-  int64_t polls_ = 0, busy_polls_ = 0, running_sum_ = 0;
-};
+}  // namespace
 
 Status Job::Open() {
   length_params_.k0 = config_.rewards.k0;
@@ -706,148 +599,6 @@ Result<Json> Job::EvaluateNow(const char* when) {
   return out;
 }
 
-// The trainer shares the cores with the engine. Torch's OpenMP workers spin
-// while they wait for work by default, and then preempt the engine and each
-// other: under load a trainer step ran 2-4x slower than with passive waits,
-// which sleep (docs/BENCHMARKS.md, "Trainer step"). A policy the user set is kept.
-std::map<std::string, std::string> TrainerEnvironment() {
-  const char* existing = std::getenv("PYTHONPATH");
-  std::map<std::string, std::string> env = {
-      {"PYTHONPATH", TrainerPythonPath() + (existing && *existing ? std::string(":") + existing : "")}};
-  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  if (wait_policy == nullptr || *wait_policy == '\0') env["OMP_WAIT_POLICY"] = "PASSIVE";
-  return env;
-}
-
-void Job::WriteReport() {
-  ChildOptions child;
-  child.argv = {"/usr/bin/python3", "-m", "flashroll.report", "--log", JobFile("trainer.jsonl"), "--out", JobFile("report.html")};
-  if (!eval_.empty()) child.argv.insert(child.argv.end(), {"--eval", JobFile("eval.json")});
-  child.env = TrainerEnvironment();
-  child.output_path = JobFile("trainer.log");
-  auto report = ChildProcess::Start(child);
-  const std::optional<int> code = report.ok() ? (*report)->Wait(std::chrono::minutes(1)) : std::nullopt;
-  if (code == 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    summary_.report = JobFile("report.html");
-  } else {
-    log::Warn("the HTML report was not written", {{"log", child.output_path}});
-  }
-}
-
-Status Job::StartTraining() {
-  auto token = LoadOrCreateTokenFile(config_.trainer_api.token_file);
-  if (!token.ok()) return token.status().Wrap("trainer_api.token_file");
-  TrainerApiOptions api;
-  const std::string& listen = config_.trainer_api.listen;
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) return Status::InvalidArgument("trainer_api.listen: want HOST:PORT, got " + listen);
-  api.http.host = listen.substr(0, colon);
-  api.http.port = std::atoi(listen.c_str() + colon + 1);
-  api.http.bearer_token = *token;
-  api.max_staleness = config_.scheduler.max_staleness;
-  api.initial_version = WeightVersion();
-  if (resume_point_) api.initial_path = resume_point_->path;
-  FR_ASSIGN_OR_RETURN(api.refuse_at_or_below, HighestCheckpointOnDisk(config_.training.checkpoint_dir));
-  FR_ASSIGN_OR_RETURN(ledger_, AckLedger::Open(config_.store_path, job_id_, config_.scheduler.max_staleness));
-  api.on_weights = [this](const std::string& path, int64_t version) {
-    return ledger_->Published(path, version, [&] { return weights_->Start(path, version); });
-  };
-  api.on_trained = [this](int64_t at_version, int64_t into_version, const std::vector<int64_t>& sample_ids) {
-    return ledger_->Acked(at_version, into_version, sample_ids);
-  };
-  api.status = [this]() -> Json {
-    Json status;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      status = summary_.ToJson();
-    }
-    const engine::WeightLoaderState w = weights_->state();
-    status["weight_version"] = w.version;
-    status["pending_version"] = w.pending_version ? Json(*w.pending_version) : Json(nullptr);
-    status["last_weights_error"] = w.last_error;
-    return status;
-  };
-  FR_ASSIGN_OR_RETURN(trainer_api_, TrainerApi::Start(&queue_, api));
-  log::Info("trainer API listening", {{"url", trainer_api_->base_url()}});
-
-  if (config_.training.eval_tasks > 0) {
-    FR_ASSIGN_OR_RETURN(eval_["before"], EvaluateNow("before training"));
-  }
-  TrainerEndpoints endpoints;
-  endpoints.api_url = trainer_api_->base_url();
-  endpoints.log_path = JobFile("trainer.jsonl");
-  if (config_.training.algorithm == "distill") {
-    FR_ASSIGN_OR_RETURN(teacher_, Teacher::Start(config_, *tokenizer_, *token));
-    log::Info("teacher serving", {{"url", teacher_->url()}, {"model", teacher_->name()}});
-    endpoints.teacher_url = teacher_->url();
-    endpoints.teacher_name = teacher_->name();
-    endpoints.teacher_token_file = teacher_->token_file();
-  }
-  ChildOptions child;
-  child.argv = TrainerArgv(config_, endpoints);
-  child.env = TrainerEnvironment();
-  child.output_path = JobFile("trainer.log");
-  auto on_event = [this](const std::string& line) {
-    log::Info(line, {});
-    if (options_.on_status) options_.on_status(line);
-  };
-  auto trainer = TrainerSupervisor::Start(child, config_.training.restarts, on_event, [this] { TrainerRestarting(); });
-  if (!trainer.ok()) return trainer.status().Wrap("training.command");
-  trainer_ = std::move(*trainer);
-  return Status::Ok();
-}
-
-void Job::TrainerRestarting() {
-  const auto fail = [this](const Status& error) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (first_error_.ok()) first_error_ = error.Wrap("restarting the trainer");
-    stop_ = true;
-    cv_.notify_all();
-  };
-  // Not knowing which versions the dead trainer wrote, the job could not
-  // refuse them: it stops rather than guess.
-  const Result<int64_t> on_disk = HighestCheckpointOnDisk(config_.training.checkpoint_dir);
-  if (!on_disk.ok()) return fail(on_disk.status());
-  const ReturnedGroups returned = trainer_api_->ReturnUndurable(*on_disk);
-  auto forgotten = ledger_->Forget(returned.durable_version);
-  if (!forgotten.ok()) {
-    // Left recorded, the next published version would mark them trained.
-    return fail(forgotten.status());
-  }
-  log::Info("the dead trainer's unpublished work is served again",
-            {{"durable_version", std::to_string(returned.durable_version)},
-             {"groups", std::to_string(returned.groups.size())},
-             {"released_leases", std::to_string(returned.released_leases)}});
-}
-
-Status Job::FinishTraining() {
-  // The trainer drains what is queued, is told the queue closed, and exits.
-  queue_.Close();
-  // A signal (Ctrl-C, SIGTERM) while waiting stops the trainer instead.
-  while (!trainer_->finished()) {
-    if ((options_.stop && options_.stop->load()) || stalled_.load()) {
-      trainer_->Stop();
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  FR_RETURN_IF_ERROR(trainer_->Wait());
-  // The last published checkpoint may still be loading: wait for the load
-  // to end, swapped in or failed (a failed one leaves the old weights).
-  const auto deadline = Clock::now() + std::chrono::minutes(5);
-  engine::WeightLoaderState w = weights_->state();
-  while (w.pending_version && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    w = weights_->state();
-  }
-  if (w.pending_version) {
-    return Status::DeadlineExceeded("weights version " + std::to_string(*w.pending_version) + " still loading after 5 minutes");
-  }
-  if (!w.last_error.empty()) log::Warn("a published checkpoint failed to load", {{"error", w.last_error}});
-  return Status::Ok();
-}
-
 Result<RlJobSummary> Job::EvaluateOnly() {
   FR_ASSIGN_OR_RETURN(eval_["before"], EvaluateNow("on model.path"));
   if (!options_.evaluate_weights.empty()) {
@@ -931,10 +682,10 @@ Result<RlJobSummary> Job::Run() {
   return summary_;
 }
 
-}  // namespace
+}  // namespace rl_job_internal
 
 Result<RlJobSummary> RunRlJob(const JobConfig& config, const RlJobOptions& options) {
-  Job job(config, options);
+  rl_job_internal::Job job(config, options);
   return job.Run();
 }
 
