@@ -36,6 +36,7 @@ using cuda_testing::kGpu;
 using cuda_testing::LoadOrDie;
 using testing::Prompt;
 using testing::SameBits;
+using testing::ScoreChoice;
 
 class CudaMoeFixtureTest : public ::testing::TestWithParam<std::string> {};
 
@@ -241,22 +242,6 @@ std::vector<int32_t> Flat(const Choice& c) {
   return flat;
 }
 
-std::vector<float> Score(Engine& engine, const GenerationRequest& r, const Choice& c, std::vector<int32_t> routing) {
-  GenerationRequest s;
-  s.prompt = r.prompt;
-  s.score_tokens = c.tokens;
-  s.max_tokens = 0;
-  s.sampling.temperature = r.sampling.temperature;
-  s.score_routing = std::move(routing);
-  auto out = engine.Generate(s);
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  std::vector<float> lp;
-  if (out.ok()) {
-    for (const SampledToken& t : (*out)[0].samples) lp.push_back(t.logprob);
-  }
-  return lp;
-}
-
 // Routing replay on the GPU: scoring a generation with the routing it
 // recorded gives its logprobs bitwise; sending one token elsewhere moves
 // the logprobs after it and none before.
@@ -275,7 +260,7 @@ TEST(CudaMoeTest, ScoringWithTheRecordedRoutingReplaysItBitwise) {
   const int64_t per_token = model->routing_shape().TokenIds();
   const std::vector<int32_t> routing = Flat(c);
   ASSERT_EQ(routing.size(), (r.prompt.size() + c.tokens.size() - 1) * per_token);
-  const std::vector<float> replayed = Score(**engine, r, c, routing);
+  const std::vector<float> replayed = ScoreChoice(**engine, r, c, routing);
   ASSERT_EQ(replayed.size(), c.tokens.size());
   for (size_t t = 0; t < replayed.size(); ++t) ASSERT_TRUE(SameBits(replayed[t], c.samples[t].logprob)) << t;
 
@@ -288,7 +273,7 @@ TEST(CudaMoeTest, ScoringWithTheRecordedRoutingReplaysItBitwise) {
       break;
     }
   }
-  const std::vector<float> diverted = Score(**engine, r, c, other);
+  const std::vector<float> diverted = ScoreChoice(**engine, r, c, other);
   ASSERT_EQ(diverted.size(), c.tokens.size());
   for (size_t t = 0; t <= 4; ++t) EXPECT_TRUE(SameBits(diverted[t], c.samples[t].logprob)) << t;
   EXPECT_FALSE(SameBits(diverted[5], c.samples[5].logprob));

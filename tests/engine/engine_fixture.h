@@ -102,4 +102,23 @@ inline void Finish(Paused* p) {
   }
 }
 
+// Scores `c`'s tokens after r.prompt at r's temperature, replaying
+// `routing` (flat [token][moe_layer][k]) when given: their logprobs.
+inline std::vector<float> ScoreChoice(Engine& engine, const GenerationRequest& r, const Choice& c,
+                                      std::vector<int32_t> routing) {
+  GenerationRequest s;
+  s.prompt = r.prompt;
+  s.score_tokens = c.tokens;
+  s.max_tokens = 0;
+  s.sampling.temperature = r.sampling.temperature;
+  s.score_routing = std::move(routing);
+  auto out = engine.Generate(s);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  std::vector<float> lp;
+  if (out.ok()) {
+    for (const SampledToken& t : (*out)[0].samples) lp.push_back(t.logprob);
+  }
+  return lp;
+}
+
 }  // namespace flashroll::engine::testing

@@ -19,6 +19,8 @@
 namespace flashroll::engine {
 namespace {
 
+using testing::ScoreChoice;
+
 const Model& LoadShipped(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto& m = models[name];
@@ -192,23 +194,6 @@ std::vector<int32_t> Flat(const std::vector<std::vector<int32_t>>& routing) {
   return flat;
 }
 
-// Scores `c`'s tokens after r.prompt at r's temperature, replaying `routing` when given.
-std::vector<float> Score(Engine& engine, const GenerationRequest& r, const Choice& c, std::vector<int32_t> routing) {
-  GenerationRequest s;
-  s.prompt = r.prompt;
-  s.score_tokens = c.tokens;
-  s.max_tokens = 0;
-  s.sampling.temperature = r.sampling.temperature;
-  s.score_routing = std::move(routing);
-  auto out = engine.Generate(s);
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  std::vector<float> lp;
-  if (out.ok()) {
-    for (const SampledToken& t : (*out)[0].samples) lp.push_back(t.logprob);
-  }
-  return lp;
-}
-
 TEST(EngineRoutingReplayTest, ScoringWithTheRecordedRoutingEqualsGenerationAndOtherRoutingDoesNot) {
   const Model& model = LoadShipped("default-moe");
   EngineOptions o;
@@ -222,13 +207,13 @@ TEST(EngineRoutingReplayTest, ScoringWithTheRecordedRoutingEqualsGenerationAndOt
   const Choice& c = (*gen)[0];
   std::vector<int32_t> routing = Flat(AllRouting(c));
   ASSERT_EQ(routing.size(), (r.prompt.size() + c.tokens.size() - 1) * 12);
-  const std::vector<float> replayed = Score(**engine, r, c, routing);
+  const std::vector<float> replayed = ScoreChoice(**engine, r, c, routing);
   ASSERT_EQ(replayed.size(), c.tokens.size());
   for (size_t t = 0; t < replayed.size(); ++t) ASSERT_TRUE(SameBits(replayed[t], c.samples[t].logprob)) << t;
   // The last token's experts too (they change nothing).
   std::vector<int32_t> full = routing;
   full.insert(full.end(), routing.end() - 12, routing.end());
-  const std::vector<float> with_last = Score(**engine, r, c, full);
+  const std::vector<float> with_last = ScoreChoice(**engine, r, c, full);
   for (size_t t = 0; t < with_last.size(); ++t) ASSERT_TRUE(SameBits(with_last[t], c.samples[t].logprob)) << t;
 
   // Token P + 4 (the one after generated token 4) sent elsewhere in the first MoE layer.
@@ -241,7 +226,7 @@ TEST(EngineRoutingReplayTest, ScoringWithTheRecordedRoutingEqualsGenerationAndOt
       break;
     }
   }
-  const std::vector<float> diverted = Score(**engine, r, c, other);
+  const std::vector<float> diverted = ScoreChoice(**engine, r, c, other);
   ASSERT_EQ(diverted.size(), c.tokens.size());
   // Generated token t is sampled after position P + t - 1: tokens up to 4 are unchanged, later ones move.
   for (size_t t = 0; t <= 4; ++t) EXPECT_TRUE(SameBits(diverted[t], c.samples[t].logprob)) << t;
@@ -292,7 +277,7 @@ TEST(EngineRoutingReplayTest, ScoringWithGivenRoutingLeavesThePrefixCacheAlone) 
   for (size_t i = 0; i < 12; ++i) routing[i] = static_cast<int32_t>(i % 2 == 0 ? 6 : 7);  // token 0 elsewhere
   GenerationRequest other = r;
   other.prompt = Prompt(3, 40);  // nothing cached yet
-  auto scored = Score(*engine, other, (*gen)[0], routing);
+  auto scored = ScoreChoice(*engine, other, (*gen)[0], routing);
   ASSERT_FALSE(scored.empty());
   // A fresh request for the same tokens must not reuse the blocks routed as told.
   const int64_t hits = engine->Stats().prefix_hit_tokens;
@@ -384,11 +369,11 @@ TEST(EngineRoutingReplayTest, ASequenceSpanningASwapKeepsItsOldTokensRoutingAndR
   // experts replayed, so scoring under them with the spliced routing gives
   // the tokens sampled after the resume bitwise.
   ASSERT_EQ(&engine.model(), swapped_in);
-  const std::vector<float> scored = Score(engine, r, c, Flat(spliced));
+  const std::vector<float> scored = ScoreChoice(engine, r, c, Flat(spliced));
   ASSERT_EQ(scored.size(), 100u);
   for (size_t t = old_tokens; t < 100; ++t) ASSERT_TRUE(SameBits(scored[t], c.samples[t].logprob)) << t;
   // Routed afresh instead, the old tokens would have gone elsewhere under the new weights.
-  const std::vector<float> fresh = Score(engine, r, c, {});
+  const std::vector<float> fresh = ScoreChoice(engine, r, c, {});
   size_t differ = 0;
   for (size_t t = old_tokens; t < 100; ++t) differ += SameBits(fresh[t], c.samples[t].logprob) ? 0 : 1;
   EXPECT_GT(differ, 0u);
