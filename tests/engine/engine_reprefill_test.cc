@@ -21,6 +21,7 @@ using testing::PauseAfter;
 using testing::Prompt;
 using testing::Sampled;
 using testing::SameBits;
+using testing::ScoreChoice;
 
 std::unique_ptr<Engine> StartEngine(const Model& model, int64_t reprefill_older_than, std::string persist_dir = "") {
   EngineOptions o;
@@ -31,22 +32,6 @@ std::unique_ptr<Engine> StartEngine(const Model& model, int64_t reprefill_older_
   auto e = Engine::Start(model, nullptr, o);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return std::move(*e);
-}
-
-// The logprobs of `c`'s tokens after `prompt` under the engine's current weights, from a fresh prefill.
-std::vector<float> Score(Engine& engine, const GenerationRequest& r, const Choice& c) {
-  GenerationRequest s;
-  s.prompt = r.prompt;
-  s.score_tokens = c.tokens;
-  s.max_tokens = 0;
-  s.sampling.temperature = r.sampling.temperature;
-  auto out = engine.Generate(s);
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  std::vector<float> lp;
-  if (out.ok()) {
-    for (const SampledToken& t : (*out)[0].samples) lp.push_back(t.logprob);
-  }
-  return lp;
 }
 
 class EngineReprefillTest : public ::testing::TestWithParam<const char*> {};
@@ -77,7 +62,7 @@ SwapRun RunAcrossASwap(const char* name, int64_t reprefill_older_than, bool to_d
   EXPECT_TRUE(engine->Resume(p.id).ok());
   Finish(&p);
   run.choice = p.choice;
-  run.fresh = Score(*engine, run.request, run.choice);
+  run.fresh = ScoreChoice(*engine, run.request, run.choice, {});
   run.stats = engine->Stats();
   return run;
 }
