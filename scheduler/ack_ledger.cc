@@ -65,7 +65,6 @@ Result<int64_t> HighestCheckpointOnDisk(const std::string& dir) {
   std::error_code ec;
   std::filesystem::directory_iterator entries(dir, ec);
   if (ec == std::errc::no_such_file_or_directory) return int64_t{-1};  // no trainer has written one yet
-  if (ec) return unreadable(dir, ec);
   int64_t highest = -1;
   for (; entries != std::filesystem::directory_iterator(); entries.increment(ec)) {
     const std::string name = entries->path().filename().string();
@@ -75,6 +74,7 @@ Result<int64_t> HighestCheckpointOnDisk(const std::string& dir) {
     if (ec) return unreadable(entries->path().string(), ec);
     if (is_dir) highest = std::max<int64_t>(highest, std::stoll(name.substr(1)));
   }
+  // Opening or reading the root failed (the iterator is then at its end).
   if (ec) return unreadable(dir, ec);
   return highest;
 }

@@ -84,6 +84,17 @@ TEST_F(AckLedgerTest, HighestCheckpointOnDiskCountsVersionDirectories) {
   EXPECT_EQ(*highest, 10);
 }
 
+// A version directory is "v" and up to 15 digits (what std::stoll reads
+// without overflow, with room); a longer name is not a checkpoint.
+TEST_F(AckLedgerTest, VersionNamesOfUpToFifteenDigitsCount) {
+  const std::string root = dir_ + "/ckpt";
+  std::filesystem::create_directories(root + "/v000000000000123");   // 15 digits
+  std::filesystem::create_directories(root + "/v9000000000000000");  // 16 digits
+  auto highest = HighestCheckpointOnDisk(root);
+  ASSERT_TRUE(highest.ok()) << highest.status().ToString();
+  EXPECT_EQ(*highest, 123);
+}
+
 // A root that cannot be read fails closed (the old function answered -1,
 // "no checkpoint", so the versions a dead trainer wrote there would have
 // been accepted). Tests run as root, for whom permissions do not stop a
