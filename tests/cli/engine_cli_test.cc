@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -133,6 +134,51 @@ TEST(EngineCliTest, GenerateStopsOnlyAtAnEosTheModelNames) {
                 " --max-tokens 10 --temperature 0 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(Json::parse(r.output), (Json{{"tokens", {first}}}));
+}
+
+TEST(EngineCliTest, TokensTakeAnyRunOfSeparators) {
+  const std::string plain =
+      Flashroll("generate --model tests/data/parity/qwen3 --tokens \"5 6 7\" --max-tokens 4 --temperature 0 --json")
+          .output;
+  CommandResult r = Flashroll(
+      "generate --model tests/data/parity/qwen3 --tokens \" 5,  6,\t7 \" --max-tokens 4 --temperature 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, plain);
+}
+
+TEST(EngineCliTest, ZeroMaxTokensGeneratesNothing) {
+  CommandResult r =
+      Flashroll("generate --model tests/data/parity/qwen3 --tokens \"5 6 7\" --max-tokens 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Json::parse(r.output), (Json{{"tokens", Json::array()}}));
+}
+
+// JSON has no infinities or NaN: a logit that is not finite prints as null,
+// and the document still parses.
+TEST(EngineCliTest, LogitsThatAreNotFinitePrintAsNull) {
+  FixtureCopy copy("qwen3", "nonfinite");
+  const std::string path = copy.dir() + "/model.safetensors";
+  std::string weights = ReadFile(path);
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, weights.data(), sizeof(header_size));
+  const Json header = Json::parse(weights.substr(8, header_size));
+  const Json& norm = header.at("model.norm.weight");
+  ASSERT_EQ(norm.at("dtype"), "F32");
+  const size_t begin = 8 + header_size + norm.at("data_offsets")[0].get<size_t>();
+  const size_t end = 8 + header_size + norm.at("data_offsets")[1].get<size_t>();
+  const float inf = INFINITY;
+  for (size_t at = begin; at < end; at += sizeof(float)) std::memcpy(&weights[at], &inf, sizeof(float));
+  WriteFile(path, weights);
+
+  CommandResult r = Flashroll("logits --model " + copy.dir() + " --tokens \"1 2\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json rows = Json::parse(r.output).at("logits");
+  ASSERT_EQ(rows.size(), 2u);
+  size_t nulls = 0;
+  for (const Json& row : rows) {
+    for (const Json& v : row) nulls += v.is_null();
+  }
+  EXPECT_GT(nulls, 0u) << "every logit stayed finite with an infinite final norm";
 }
 
 TEST(EngineCliTest, GenerateFromTextUsesTheModelTokenizer) {
