@@ -9,19 +9,15 @@
 #include <gtest/gtest.h>
 
 #include "tests/cli/run_flashroll.h"
+#include "tests/test_files.h"
 
 namespace {
 
+using flashroll::testing::ReadFile;
+
 using flashroll::testing::CommandResult;
 
-CommandResult Flashroll(const std::string& args) { return flashroll::testing::RunFlashroll(args); }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using flashroll::testing::Flashroll;
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
   std::string path = ::testing::TempDir() + name;

@@ -16,24 +16,18 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_flashroll.h"
+#include "tests/test_files.h"
 
 namespace {
+
+using flashroll::testing::OneLine;
+using flashroll::testing::ReadFile;
+using flashroll::testing::WriteFile;
 
 using flashroll::testing::CommandResult;
 using Json = nlohmann::json;
 
-CommandResult Flashroll(const std::string& args) { return flashroll::testing::RunFlashroll(args); }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+using flashroll::testing::Flashroll;
 
 Json Reference(const std::string& fixture) {
   return Json::parse(ReadFile("tests/data/parity/" + fixture + "/reference.json"));
@@ -68,8 +62,6 @@ class FixtureCopy {
 };
 
 // Exactly one line of output.
-bool OneLine(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
-
 TEST(EngineCliTest, LogitsPrintsEveryPositionAndMatchesTheReference) {
   const Json ref = Reference("qwen2");
   const Json& prompt = ref["prompts"][1];  // 5 tokens

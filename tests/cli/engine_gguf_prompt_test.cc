@@ -15,8 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/run_flashroll.h"
+#include "tests/test_files.h"
 
 namespace {
+
+using flashroll::testing::OneLine;
 
 using flashroll::testing::CommandResult;
 using flashroll::testing::RunFlashroll;
@@ -207,8 +210,6 @@ class EngineGgufPromptTest : public ::testing::Test {
 };
 
 // Exactly one line of output.
-bool OneLine(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
-
 TEST_F(EngineGgufPromptTest, PromptIsTokenisedWithTheGgufVocabulary) {
   const std::string model = Write("model.gguf", ModelBytes(kMerges));
   CommandResult text = RunFlashroll("generate --model " + model + " --prompt hello --max-tokens 4");

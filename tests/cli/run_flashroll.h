@@ -27,4 +27,7 @@ inline CommandResult RunFlashroll(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
+// RunFlashroll under the short name the CLI tests use.
+inline CommandResult Flashroll(const std::string& args) { return RunFlashroll(args); }
+
 }  // namespace flashroll::testing

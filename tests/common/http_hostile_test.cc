@@ -27,7 +27,7 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-constexpr char kToken[] = "hostile-test-token";
+constexpr char kHostileToken[] = "hostile-test-token";
 // Generous for this noisy shared machine; the goal is 100 ms and
 // the measured figures are printed.
 constexpr milliseconds kAnswerBound{1000};
@@ -90,7 +90,7 @@ class Socket {
 class HostileClientTest : public ::testing::Test {
  protected:
   void Start(HttpServerOptions options) {
-    options.bearer_token = kToken;
+    options.bearer_token = kHostileToken;
     options.name = "hostile";
     server_ = std::make_unique<HttpServer>(options);
     server_->HandleJson(HttpMethod::kGet, "/ping", [](const HttpRequest&) -> Result<Json> {
@@ -112,7 +112,7 @@ class HostileClientTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
     HttpClientOptions client;
     client.base_url = server_->base_url();
-    client.bearer_token = kToken;
+    client.bearer_token = kHostileToken;
     client.read_timeout = milliseconds(10000);
     client_ = std::make_unique<HttpClient>(HttpClient::Create(client).value());
   }
@@ -198,7 +198,7 @@ TEST_F(HostileClientTest, BodyThatTricklesIsCutAtTheBodyTimeout) {
   options.body_timeout = milliseconds(500);
   Start(options);
   Socket slow(server_->port(), "127.0.0.2");
-  ASSERT_TRUE(slow.Send(std::string("POST /raw HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kToken +
+  ASSERT_TRUE(slow.Send(std::string("POST /raw HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kHostileToken +
                         "\r\nContent-Length: 1000\r\n\r\n"));
   const auto start = Clock::now();
   bool closed = false;
@@ -245,7 +245,7 @@ TEST_F(HostileClientTest, UnauthenticatedConnectionsPerPeerAreBounded) {
   EXPECT_TRUE(closed);
   // Another address is not affected.
   Socket other(server_->port(), "127.0.0.3");
-  ASSERT_TRUE(other.Send(std::string("GET /ping HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kToken +
+  ASSERT_TRUE(other.Send(std::string("GET /ping HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kHostileToken +
                          "\r\nConnection: close\r\n\r\n"));
   EXPECT_EQ(other.ReadUntilClosed(milliseconds(2000), &closed).rfind("HTTP/1.1 200", 0), 0u);
 }

@@ -29,6 +29,7 @@
 namespace flashroll::engine {
 namespace {
 
+using cuda_testing::GpuOptions;
 using cuda_testing::kGpu;
 
 using cuda_testing::Ints;
@@ -102,13 +103,6 @@ TEST(CudaBackendTest, Bf16ModelAgreesWithTheCpu) {
 
 using testing::Prompt;
 using testing::Sampled;
-
-EngineOptions GpuOptions() {
-  EngineOptions o;
-  o.device = kGpu;
-  o.kv_memory_bytes = 64 << 20;
-  return o;
-}
 
 void ExpectSameBits(const Choice& a, const Choice& b) {
   ASSERT_EQ(a.tokens, b.tokens);

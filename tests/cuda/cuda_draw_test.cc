@@ -28,7 +28,7 @@ namespace {
 
 using cuda_testing::kGpu;
 
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+using testing::SameBits;
 
 // Rows that reach every branch: spread and peaked rows (the draw lands in
 // many blocks, or in the top one), ties at the top (the lower id wins),

@@ -32,6 +32,7 @@ namespace flashroll::engine {
 namespace {
 
 using cuda_testing::Ints;
+using cuda_testing::GpuOptions;
 using cuda_testing::kGpu;
 using cuda_testing::LoadOrDie;
 using testing::Prompt;
@@ -144,13 +145,6 @@ TEST(CudaMoeTest, RouterTiesGoToTheLowerExpertId) {
     EXPECT_EQ(layer0(gpu), (std::vector<int32_t>{0, 1})) << "position " << t;
     EXPECT_EQ(layer0(cpu), (std::vector<int32_t>{0, 1})) << "position " << t;
   }
-}
-
-EngineOptions GpuOptions() {
-  EngineOptions o;
-  o.device = kGpu;
-  o.kv_memory_bytes = 64 << 20;
-  return o;
 }
 
 GenerationRequest WithRouting(GenerationRequest r) {

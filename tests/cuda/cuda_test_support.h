@@ -15,24 +15,22 @@
 #include "common/json.h"
 #include "engine/device/device.h"
 #include "engine/models/model.h"
+#include "engine/serving/engine.h"
+#include "tests/test_files.h"
 
 namespace flashroll::engine::cuda_testing {
 
 inline const DeviceSpec kGpu{DeviceSpec::Kind::kCuda, 0};
 
-// A fixture's logits.bin: little-endian float32.
-inline std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
+using flashroll::testing::Ints;
+using flashroll::testing::ReadFloats;
 
-inline std::vector<int32_t> Ints(const Json& array) {
-  std::vector<int32_t> out;
-  for (const Json& v : array) out.push_back(v.get<int32_t>());
-  return out;
+// An engine on the GPU with a small KV pool.
+inline EngineOptions GpuOptions() {
+  EngineOptions o;
+  o.device = kGpu;
+  o.kv_memory_bytes = 64 << 20;
+  return o;
 }
 
 inline std::unique_ptr<Model> LoadOrDie(const std::string& path) {

@@ -10,9 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/format/gguf.h"
+#include "tests/engine/tokenizer_vectors.h"
 
 namespace flashroll::engine {
 namespace {
+
+using testing::LoadVocab;
 
 using OrderedJson = nlohmann::ordered_json;
 
@@ -29,14 +32,6 @@ const char kLlama3Template[] =
     "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
     "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ "
     "content }}{% endfor %}";
-
-std::unique_ptr<Tokenizer> LoadVocab(const std::string& vocab) {
-  auto gguf = GgufFile::Open("tests/data/tokenizer-vectors/ggml-vocab-" + vocab + ".gguf");
-  EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
-  auto tok = Tokenizer::FromGguf(**gguf);
-  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-  return std::move(*tok);
-}
 
 OrderedJson LoadReference(const std::string& name) {
   std::ifstream in("tests/data/chat-format/" + name + ".json");

@@ -18,12 +18,13 @@
 
 namespace flashroll::engine::testing {
 
-// models/NAME, loaded once per test binary.
+// models/NAME (or a model directory NAME with a '/'), loaded once per test
+// binary.
 inline const Model& LoadShipped(const std::string& name) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   auto& m = models[name];
   if (!m) {
-    auto loaded = Model::Load("models/" + name);
+    auto loaded = Model::Load(name.find('/') == std::string::npos ? "models/" + name : name);
     if (!loaded.ok()) {
       ADD_FAILURE() << loaded.status().ToString();
       std::abort();
@@ -49,7 +50,24 @@ inline GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens
   return r;
 }
 
+// Sampled, asking for the 3 most likely alternatives at every token.
+inline GenerationRequest SampledWithTopLogprobs(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
+  GenerationRequest r = Sampled(std::move(prompt), max_tokens, seed);
+  r.sampling.top_logprobs = 3;
+  return r;
+}
+
 inline bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+// An engine with a small KV pool (64 MiB unless `o` names one) and steps of
+// at most 96 tokens, so that prefills are chunked.
+inline std::unique_ptr<Engine> StartEngine(const Model& model, EngineOptions o = {}) {
+  if (o.kv_memory_bytes == EngineOptions().kv_memory_bytes) o.kv_memory_bytes = 64 << 20;
+  o.max_batch_tokens = 96;
+  auto e = Engine::Start(model, nullptr, o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(*e) : nullptr;
+}
 
 // models/NAME with layers 0 and 1 exchanged: the same shapes, other weights.
 inline std::unique_ptr<Model> OtherWeights(const std::string& name, const std::string& root) {

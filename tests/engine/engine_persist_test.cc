@@ -22,6 +22,7 @@
 #include "engine/models/model.h"
 #include "engine/serving/engine.h"
 #include "engine/serving/sequence_file.h"
+#include "tests/engine/engine_fixture.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FLASHROLL_PERSIST_SANITIZED 1
@@ -34,69 +35,13 @@
 namespace flashroll::engine {
 namespace {
 
-// A shipped model (models/NAME), or any other by its path.
-const Model& LoadShipped(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Model>> models;
-  auto& m = models[name];
-  if (!m) {
-    auto loaded = Model::Load(name.find('/') == std::string::npos ? "models/" + name : name);
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status().ToString();
-      std::abort();
-    }
-    m = std::move(*loaded);
-  }
-  return *m;
-}
+using testing::LoadShipped;
+using testing::Prompt;
+using testing::SameBits;
+using testing::SampledWithTopLogprobs;
+using testing::TempDir;
 
-std::vector<int32_t> Prompt(int32_t seed, int64_t len) {
-  std::vector<int32_t> p;
-  for (int64_t i = 0; i < len; ++i) p.push_back(static_cast<int32_t>(3 + (seed * 7919 + i * 104729) % 2400));
-  return p;
-}
-
-GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0.9;
-  r.sampling.top_logprobs = 3;
-  r.sampling.seed = seed;
-  return r;
-}
-
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
-
-// A fresh directory, removed with whatever is left in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = ::testing::TempDir() + "persist_XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) std::abort();
-    path_ = templ;
-  }
-  ~TempDir() {
-    for (const std::string& f : Files()) ::unlink((path_ + "/" + f).c_str());
-    ::rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-  std::vector<std::string> Files() const {
-    std::vector<std::string> names;
-    if (DIR* d = ::opendir(path_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-      }
-      ::closedir(d);
-    }
-    return names;
-  }
-
- private:
-  std::string path_;
-};
-
-std::unique_ptr<Engine> StartEngine(const Model& model, const std::string& persist_dir, int64_t kv_bytes = 64 << 20) {
+std::unique_ptr<Engine> StartPersistingEngine(const Model& model, const std::string& persist_dir, int64_t kv_bytes = 64 << 20) {
   EngineOptions o;
   o.kv_memory_bytes = kv_bytes;
   o.max_batch_tokens = 96;
@@ -167,10 +112,10 @@ class EnginePersistTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(EnginePersistTest, ResumedFromDiskContinuesBitwiseAsIfNeverPaused) {
   const Model& model = LoadShipped(GetParam());
   TempDir dir;
-  auto engine = StartEngine(model, dir.path());
+  auto engine = StartPersistingEngine(model, dir.path());
   // Long enough that it is still generating when the test, on a loaded
   // machine, gets to its second pause.
-  const GenerationRequest probe = Sampled(Prompt(7, 33), 400, 9);
+  const GenerationRequest probe = SampledWithTopLogprobs(Prompt(7, 33), 400, 9);
   auto straight = engine->Generate(probe);
   ASSERT_TRUE(straight.ok());
 
@@ -190,7 +135,7 @@ TEST_P(EnginePersistTest, ResumedFromDiskContinuesBitwiseAsIfNeverPaused) {
   EXPECT_EQ(WaitForStats(*engine, [](const EngineStats& s) { return s.kv_blocks_used == 0; }).kv_blocks_used, 0);
   EXPECT_EQ(engine->Pause(id, {.to_disk = true}).code(), Code::kFailedPrecondition);
   // Other work runs meanwhile and reuses the blocks.
-  ASSERT_TRUE(engine->Generate(Sampled(Prompt(8, 50), 30, 1)).ok());
+  ASSERT_TRUE(engine->Generate(SampledWithTopLogprobs(Prompt(8, 50), 30, 1)).ok());
 
   // Resumed, it computes only the token it had not yet computed: its KV came from the file.
   const int64_t before = WaitForStats(*engine, [](const EngineStats& s) { return s.running + s.waiting == 0; }).prompt_tokens;
@@ -213,8 +158,8 @@ TEST_P(EnginePersistTest, ResumedFromDiskContinuesBitwiseAsIfNeverPaused) {
 INSTANTIATE_TEST_SUITE_P(Models, EnginePersistTest, ::testing::Values("default", "default-moe"));
 
 TEST(EnginePersistErrorsTest, PausingToDiskNeedsAPersistDir) {
-  auto engine = StartEngine(LoadShipped("default"), "");
-  auto stream = engine->Submit(Sampled(Prompt(1, 20), 200, 1));
+  auto engine = StartPersistingEngine(LoadShipped("default"), "");
+  auto stream = engine->Submit(SampledWithTopLogprobs(Prompt(1, 20), 200, 1));
   ASSERT_TRUE(stream.ok());
   Choice c;
   const uint64_t id = Take(**stream, 1, &c);
@@ -242,9 +187,9 @@ TEST(EnginePersistErrorsTest, AFailedWriteLeavesTheSequenceRunning) {
   TempDir dir;
   const std::string gone = dir.path() + "/gone";
   ASSERT_EQ(::mkdir(gone.c_str(), 0700), 0);
-  auto engine = StartEngine(LoadShipped("default"), gone);
+  auto engine = StartPersistingEngine(LoadShipped("default"), gone);
   ::rmdir(gone.c_str());
-  auto stream = engine->Submit(Sampled(Prompt(2, 20), 60, 1));
+  auto stream = engine->Submit(SampledWithTopLogprobs(Prompt(2, 20), 60, 1));
   ASSERT_TRUE(stream.ok());
   Choice c;
   const uint64_t id = Take(**stream, 1, &c);
@@ -258,7 +203,7 @@ TEST(EnginePersistErrorsTest, AFailedWriteLeavesTheSequenceRunning) {
 
 // Pauses a fresh sample of `engine` to disk after 3 tokens; its id.
 uint64_t PauseOneToDisk(Engine& engine, std::shared_ptr<RequestStream>* stream, int32_t seed = 3) {
-  auto s = engine.Submit(Sampled(Prompt(seed, 40), 200, 5));
+  auto s = engine.Submit(SampledWithTopLogprobs(Prompt(seed, 40), 200, 5));
   EXPECT_TRUE(s.ok());
   *stream = *s;
   Choice c;
@@ -278,7 +223,7 @@ void WriteBytes(const std::string& path, const std::string& bytes) { std::ofstre
 
 TEST(EnginePersistErrorsTest, ADamagedFileFailsTheChoiceAndIsRemoved) {
   TempDir dir;
-  auto engine = StartEngine(LoadShipped("default"), dir.path());
+  auto engine = StartPersistingEngine(LoadShipped("default"), dir.path());
   const std::vector<std::pair<std::function<void(const std::string&)>, std::string>> damages = {
       {[](const std::string& f) {
          std::string b = ReadBytes(f);
@@ -349,7 +294,7 @@ TEST(EnginePersistErrorsTest, ADamagedFileFailsTheChoiceAndIsRemoved) {
 
 TEST(EnginePersistErrorsTest, AnotherSequencesFileIsRefused) {
   TempDir dir;
-  auto engine = StartEngine(LoadShipped("default"), dir.path());
+  auto engine = StartPersistingEngine(LoadShipped("default"), dir.path());
   std::shared_ptr<RequestStream> a_stream, b_stream;
   const uint64_t a = PauseOneToDisk(*engine, &a_stream, 3);
   const uint64_t b = PauseOneToDisk(*engine, &b_stream, 4);
@@ -372,8 +317,8 @@ TEST(EnginePersistErrorsTest, TooFewFreeBlocksRecomputesInstead) {
   const Model& model = LoadShipped("default");
   TempDir dir;
   // 24 blocks of 16 tokens.
-  auto engine = StartEngine(model, dir.path(), 24 * model.KvLayoutFor(16, KvDType::kBF16).BlockBytes());
-  const GenerationRequest probe = Sampled(Prompt(5, 100), 30, 2);
+  auto engine = StartPersistingEngine(model, dir.path(), 24 * model.KvLayoutFor(16, KvDType::kBF16).BlockBytes());
+  const GenerationRequest probe = SampledWithTopLogprobs(Prompt(5, 100), 30, 2);
   auto straight = engine->Generate(probe);
   ASSERT_TRUE(straight.ok());
   auto stream = engine->Submit(probe);
@@ -382,7 +327,7 @@ TEST(EnginePersistErrorsTest, TooFewFreeBlocksRecomputesInstead) {
   const uint64_t id = Take(**stream, 3, &resumed);
   ASSERT_TRUE(engine->Pause(id, {.to_disk = true}).ok());  // 7 blocks on disk
   // Another sample holds 19 or more blocks, paused in memory.
-  auto hog = engine->Submit(Sampled(Prompt(6, 300), 80, 3));
+  auto hog = engine->Submit(SampledWithTopLogprobs(Prompt(6, 300), 80, 3));
   ASSERT_TRUE(hog.ok());
   Choice hog_tokens;
   const uint64_t hog_id = Take(**hog, 1, &hog_tokens);
@@ -402,8 +347,8 @@ TEST(EnginePersistErrorsTest, TooFewFreeBlocksRecomputesInstead) {
 
 TEST(EnginePersistErrorsTest, BlocksRestoredAfterAWeightSwapKeepTheirOldVersionInThePrefixCache) {
   TempDir dir;
-  auto engine = StartEngine(LoadShipped("default"), dir.path());
-  const GenerationRequest probe = Sampled(Prompt(9, 40), 200, 4);  // long enough for the pause to land before its end
+  auto engine = StartPersistingEngine(LoadShipped("default"), dir.path());
+  const GenerationRequest probe = SampledWithTopLogprobs(Prompt(9, 40), 200, 4);  // long enough for the pause to land before its end
   auto stream = engine->Submit(probe);
   ASSERT_TRUE(stream.ok());
   Choice c;
@@ -443,7 +388,7 @@ TEST_P(EnginePersistGcTest, TenThousandSamplesLeaveNoBlocksFilesOrMemory) {
   // The smallest models there are (2 layers, 64 wide, 300 tokens): the engine's bookkeeping is what is tested.
   const Model& model = LoadShipped(GetParam());
   const bool moe = !model.routing_shape().empty();
-  auto engine = StartEngine(model, dir.path(), 4 << 20);
+  auto engine = StartPersistingEngine(model, dir.path(), 4 << 20);
   // The KV pool's pages become resident as blocks are first used: hold
   // every block once (samples paused in memory), so that the baseline
   // below already counts the whole pool.
@@ -453,7 +398,7 @@ TEST_P(EnginePersistGcTest, TenThousandSamplesLeaveNoBlocksFilesOrMemory) {
     for (int64_t h = 0; h * 13 < pool + 13; ++h) {
       std::vector<int32_t> prompt;
       for (int64_t t = 0; t < 200; ++t) prompt.push_back(static_cast<int32_t>((h * 131 + t * 17 + t * t) % 300));
-      auto s = engine->Submit(Sampled(prompt, 50, static_cast<uint64_t>(h)));
+      auto s = engine->Submit(SampledWithTopLogprobs(prompt, 50, static_cast<uint64_t>(h)));
       ASSERT_TRUE(s.ok());
       holders.push_back(*s);
     }
@@ -478,7 +423,7 @@ TEST_P(EnginePersistGcTest, TenThousandSamplesLeaveNoBlocksFilesOrMemory) {
       const bool pause = i % 10 == 0;
       std::vector<int32_t> prompt;
       for (int t = 0; t < 4 + i % 13; ++t) prompt.push_back((i * 31 + t * 7) % 300);
-      GenerationRequest r = Sampled(prompt, pause ? 16 : 1 + i % 2, static_cast<uint64_t>(i));
+      GenerationRequest r = SampledWithTopLogprobs(prompt, pause ? 16 : 1 + i % 2, static_cast<uint64_t>(i));
       r.return_routing = moe;
       r.return_prompt_routing = moe;
       auto s = engine->Submit(std::move(r));

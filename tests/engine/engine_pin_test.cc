@@ -27,14 +27,8 @@ using testing::PauseAfter;
 using testing::Prompt;
 using testing::Sampled;
 using testing::SameBits;
+using testing::StartEngine;
 
-std::unique_ptr<Engine> StartEngine(const Model& model, EngineOptions o = {}) {
-  if (o.kv_memory_bytes == EngineOptions().kv_memory_bytes) o.kv_memory_bytes = 64 << 20;
-  o.max_batch_tokens = 96;
-  auto e = Engine::Start(model, nullptr, o);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  return std::move(*e);
-}
 
 GenerationRequest Pinned(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
   GenerationRequest r = Sampled(std::move(prompt), max_tokens, seed);

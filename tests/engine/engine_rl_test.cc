@@ -17,26 +17,10 @@ namespace {
 using testing::LoadShipped;
 using testing::Prompt;
 using testing::SameBits;
+using testing::SampledWithTopLogprobs;
+using testing::StartEngine;
 
-std::unique_ptr<Engine> StartEngine(const Model& model) {
-  EngineOptions o;
-  o.kv_memory_bytes = 64 << 20;
-  o.max_batch_tokens = 96;
-  auto e = Engine::Start(model, nullptr, o);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  return std::move(*e);
-}
 
-GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
-  GenerationRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0.9;
-  r.sampling.top_logprobs = 3;
-  r.sampling.seed = seed;
-  return r;
-}
 
 class EngineRlTest : public ::testing::TestWithParam<const char*> {};
 
@@ -45,7 +29,7 @@ TEST_P(EngineRlTest, ScoringEqualsGenerationBitwise) {
   auto engine = StartEngine(model);
   // Generate 16 samples together (and the first again alone).
   std::vector<GenerationRequest> requests;
-  for (int i = 0; i < 16; ++i) requests.push_back(Sampled(Prompt(i, 20 + 5 * i), 64, 100 + i));
+  for (int i = 0; i < 16; ++i) requests.push_back(SampledWithTopLogprobs(Prompt(i, 20 + 5 * i), 64, 100 + i));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (auto& r : requests) streams.push_back(*engine->Submit(r));
   std::vector<Choice> generated;
@@ -117,7 +101,7 @@ TEST_P(EngineRlTest, FullVocabularyScoresAreTheLogSoftmax) {
 TEST_P(EngineRlTest, PausedSequenceResumesBitwiseAsIfNeverPaused) {
   const Model& model = LoadShipped(GetParam());
   auto engine = StartEngine(model);
-  const GenerationRequest probe = Sampled(Prompt(7, 33), 40, 9);
+  const GenerationRequest probe = SampledWithTopLogprobs(Prompt(7, 33), 40, 9);
   auto straight = engine->Generate(probe);
   ASSERT_TRUE(straight.ok());
 
@@ -139,7 +123,7 @@ TEST_P(EngineRlTest, PausedSequenceResumesBitwiseAsIfNeverPaused) {
   EXPECT_EQ(info->state, "paused");
   EXPECT_GT(info->kv_blocks, 0);
   // Other work runs while it waits; it does not advance and keeps its blocks.
-  auto other = engine->Generate(Sampled(Prompt(8, 50), 30, 1));
+  auto other = engine->Generate(SampledWithTopLogprobs(Prompt(8, 50), 30, 1));
   ASSERT_TRUE(other.ok());
   auto again = engine->GetSequence(id);
   ASSERT_TRUE(again.ok());
@@ -187,7 +171,7 @@ TEST_P(EngineRlTest, ScoringRequestsAreValidated) {
 TEST_P(EngineRlTest, SwappingToTheSameWeightsChangesNothingButTheVersion) {
   const Model& model = LoadShipped(GetParam());
   auto engine = StartEngine(model);
-  const GenerationRequest probe = Sampled(Prompt(3, 40), 48, 21);
+  const GenerationRequest probe = SampledWithTopLogprobs(Prompt(3, 40), 48, 21);
   auto straight = engine->Generate(probe);
   ASSERT_TRUE(straight.ok());
   EXPECT_EQ((*straight)[0].versions, std::vector<int64_t>(48, 0));
@@ -240,7 +224,7 @@ TEST_P(EngineRlTest, RefusesWeightsOfAnotherShapeOrAnOlderVersion) {
   auto same = Model::Load(std::string("models/") + GetParam());
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(engine->SwapWeights(std::move(*same), 0).code(), Code::kFailedPrecondition);
-  auto out = engine->Generate(Sampled(Prompt(1, 10), 4, 1));  // the old weights keep serving
+  auto out = engine->Generate(SampledWithTopLogprobs(Prompt(1, 10), 4, 1));  // the old weights keep serving
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].versions, std::vector<int64_t>(4, 0));
 }

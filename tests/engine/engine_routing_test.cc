@@ -21,24 +21,11 @@ namespace {
 
 using testing::ScoreChoice;
 
-const Model& LoadShipped(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<Model>> models;
-  auto& m = models[name];
-  if (!m) {
-    auto loaded = Model::Load(name.find('/') == std::string::npos ? "models/" + name : name);
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status().ToString();
-      std::abort();
-    }
-    m = std::move(*loaded);
-  }
-  return *m;
-}
-
+using testing::LoadShipped;
 using testing::Prompt;
 
 // engine_fixture.h's sampled request, returning its routing.
-GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
+GenerationRequest RoutedSample(std::vector<int32_t> prompt, int64_t max_tokens, uint64_t seed) {
   GenerationRequest r = testing::Sampled(std::move(prompt), max_tokens, seed);
   r.return_routing = true;
   r.return_prompt_routing = true;
@@ -47,13 +34,9 @@ GenerationRequest Sampled(std::vector<int32_t> prompt, int64_t max_tokens, uint6
 
 // F32 KV, as Model::Forward's reference cache, so the reference routing is
 // bitwise the engine's.
-std::unique_ptr<Engine> StartEngine(const Model& model, EngineOptions o = {}) {
-  if (o.kv_memory_bytes == EngineOptions().kv_memory_bytes) o.kv_memory_bytes = 64 << 20;
+std::unique_ptr<Engine> StartF32KvEngine(const Model& model, EngineOptions o = {}) {
   o.kv_dtype = KvDType::kF32;
-  o.max_batch_tokens = 96;
-  auto e = Engine::Start(model, nullptr, o);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  return std::move(*e);
+  return testing::StartEngine(model, o);
 }
 
 // The routing a single-sequence forward pass gives `tokens`, as the engine
@@ -90,8 +73,8 @@ TEST(EngineRoutingTest, EveryComputedTokenKeepsTheExpertsItUsed) {
   ASSERT_EQ(shape.moe_layers, 6);
   ASSERT_EQ(shape.k, 2);
   ASSERT_EQ(shape.IdBytes(), 1);  // 8 experts: one byte an id
-  auto engine = StartEngine(model);
-  GenerationRequest r = Sampled(Prompt(3, 45), 12, 5);
+  auto engine = StartF32KvEngine(model);
+  GenerationRequest r = RoutedSample(Prompt(3, 45), 12, 5);
   r.n = 3;  // forks share the prompt's routing
   auto out = engine->Generate(r);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -115,11 +98,11 @@ TEST(EngineRoutingTest, PreemptedSequencesKeepTheirRouting) {
   EngineOptions o;
   o.kv_memory_bytes = 12 * model.KvLayoutFor(16, KvDType::kF32).BlockBytes();  // 12 blocks for 4 x ~60 tokens
   o.prefix_caching = false;
-  auto engine = StartEngine(model, o);
+  auto engine = StartF32KvEngine(model, o);
   std::vector<GenerationRequest> reqs;
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < 4; ++i) {
-    reqs.push_back(Sampled(Prompt(10 + i, 30), 30, static_cast<uint64_t>(i)));
+    reqs.push_back(RoutedSample(Prompt(10 + i, 30), 30, static_cast<uint64_t>(i)));
     auto s = engine->Submit(reqs.back());
     ASSERT_TRUE(s.ok());
     streams.push_back(*s);
@@ -134,8 +117,8 @@ TEST(EngineRoutingTest, PreemptedSequencesKeepTheirRouting) {
 TEST(EngineRoutingTest, DenseModelsHaveNoRouting) {
   const Model& model = LoadShipped("default");
   EXPECT_TRUE(model.routing_shape().empty());
-  auto engine = StartEngine(model);
-  GenerationRequest r = Sampled(Prompt(1, 10), 4, 1);
+  auto engine = StartF32KvEngine(model);
+  GenerationRequest r = RoutedSample(Prompt(1, 10), 4, 1);
   auto refused = engine->Submit(r);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
@@ -156,8 +139,8 @@ TEST(EngineRoutingTest, RoutingSurvivesAPauseToDisk) {
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   EngineOptions o;
   o.persist_dir = dir;
-  auto engine = StartEngine(model, o);
-  const GenerationRequest r = Sampled(Prompt(4, 37), 120, 8);  // long enough for the pause to land before its end
+  auto engine = StartF32KvEngine(model, o);
+  const GenerationRequest r = RoutedSample(Prompt(4, 37), 120, 8);  // long enough for the pause to land before its end
   auto straight = engine->Generate(r);
   ASSERT_TRUE(straight.ok());
   auto stream = engine->Submit(r);
@@ -185,7 +168,7 @@ TEST(EngineRoutingTest, RoutingSurvivesAPauseToDisk) {
   ::rmdir(dir.c_str());
 }
 
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+using testing::SameBits;
 
 // The flat [token][moe_layer][k] form score_routing takes.
 std::vector<int32_t> Flat(const std::vector<std::vector<int32_t>>& routing) {
@@ -201,7 +184,7 @@ TEST(EngineRoutingReplayTest, ScoringWithTheRecordedRoutingEqualsGenerationAndOt
   o.max_batch_tokens = 64;
   auto engine = Engine::Start(model, nullptr, o);  // bf16 KV, as served
   ASSERT_TRUE(engine.ok());
-  const GenerationRequest r = Sampled(Prompt(6, 70), 40, 12);
+  const GenerationRequest r = RoutedSample(Prompt(6, 70), 40, 12);
   auto gen = (*engine)->Generate(r);
   ASSERT_TRUE(gen.ok());
   const Choice& c = (*gen)[0];
@@ -238,7 +221,7 @@ TEST(EngineRoutingReplayTest, ScoringWithTheRecordedRoutingEqualsGenerationAndOt
 
 TEST(EngineRoutingReplayTest, ScoreRoutingIsValidated) {
   const Model& model = LoadShipped("default-moe");
-  auto engine = StartEngine(model);
+  auto engine = StartF32KvEngine(model);
   GenerationRequest s;
   s.prompt = {5, 6, 7};
   s.score_tokens = {8, 9};
@@ -261,15 +244,15 @@ TEST(EngineRoutingReplayTest, ScoreRoutingIsValidated) {
   EXPECT_EQ(r.status().message(), "routing[3][1]: expert 9 out of range [0, 8)");
   s.score_routing[3 * 12 + 1 * 2 + 1] = s.score_routing[3 * 12 + 1 * 2];
   EXPECT_EQ(engine->Submit(s).status().message(), "routing[3][1]: expert 0 repeated");
-  auto dense = StartEngine(LoadShipped("default"));
+  auto dense = StartF32KvEngine(LoadShipped("default"));
   s.score_routing.assign(5 * 12, 0);
   EXPECT_EQ(dense->Submit(s).status().message().rfind("routing: the model has no MoE layers", 0), 0u);
 }
 
 TEST(EngineRoutingReplayTest, ScoringWithGivenRoutingLeavesThePrefixCacheAlone) {
   const Model& model = LoadShipped("default-moe");
-  auto engine = StartEngine(model);
-  const GenerationRequest r = Sampled(Prompt(2, 40), 8, 1);
+  auto engine = StartF32KvEngine(model);
+  const GenerationRequest r = RoutedSample(Prompt(2, 40), 8, 1);
   auto gen = engine->Generate(r);
   ASSERT_TRUE(gen.ok());
   std::vector<int32_t> routing = Flat(AllRouting((*gen)[0]));
@@ -281,7 +264,7 @@ TEST(EngineRoutingReplayTest, ScoringWithGivenRoutingLeavesThePrefixCacheAlone) 
   ASSERT_FALSE(scored.empty());
   // A fresh request for the same tokens must not reuse the blocks routed as told.
   const int64_t hits = engine->Stats().prefix_hit_tokens;
-  ASSERT_TRUE(engine->Generate(Sampled(Prompt(3, 40), 2, 1)).ok());
+  ASSERT_TRUE(engine->Generate(RoutedSample(Prompt(3, 40), 2, 1)).ok());
   EXPECT_EQ(engine->Stats().prefix_hit_tokens, hits);
 }
 
@@ -311,7 +294,7 @@ TEST(EngineRoutingReplayTest, ASequenceSpanningASwapKeepsItsOldTokensRoutingAndR
   auto started = Engine::Start(model, nullptr, o);
   ASSERT_TRUE(started.ok());
   Engine& engine = **started;
-  const GenerationRequest r = Sampled(Prompt(5, 90), 100, 2);  // long enough for the pause to land before its end
+  const GenerationRequest r = RoutedSample(Prompt(5, 90), 100, 2);  // long enough for the pause to land before its end
   auto stream = engine.Submit(r);
   ASSERT_TRUE(stream.ok());
   Choice c;
@@ -341,7 +324,7 @@ TEST(EngineRoutingReplayTest, ASequenceSpanningASwapKeepsItsOldTokensRoutingAndR
   ASSERT_LT(old_tokens, 90u);
   const std::vector<std::vector<int32_t>> before_swap = AllRouting(c);  // the prompt and old_tokens - 1
   // Another sample holds most blocks, so the resumed one is recomputed (under the new weights).
-  auto hog = engine.Submit(Sampled(Prompt(6, 300), 60, 3));
+  auto hog = engine.Submit(RoutedSample(Prompt(6, 300), 60, 3));
   ASSERT_TRUE(hog.ok());
   auto first = (*hog)->Next();
   ASSERT_TRUE(first && first->has_token);

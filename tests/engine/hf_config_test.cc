@@ -5,7 +5,7 @@
 namespace flashroll::engine {
 namespace {
 
-Json Parse(const std::string& text) {
+Json ParseConfigJson(const std::string& text) {
   Result<Json> j = ParseJson(text);
   EXPECT_TRUE(j.ok()) << j.status().ToString();
   return j.ok() ? *j : Json();
@@ -36,7 +36,7 @@ const char* kQwen3Moe5x = R"({
 
 TEST(HfConfigTest, Transformers4And5SpellingsGiveTheSameConfig) {
   for (const char* text : {kQwen3Moe4x, kQwen3Moe5x}) {
-    Result<ModelConfig> c = ParseHfConfig(Parse(text), "config.json");
+    Result<ModelConfig> c = ParseHfConfig(ParseConfigJson(text), "config.json");
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_EQ(c->architecture, "qwen3_moe");
     EXPECT_EQ(c->num_experts, 128);
@@ -69,7 +69,7 @@ TEST(HfConfigTest, Llama3RopeScalingInBothSpellings) {
                         "rope_type": "llama3"},
     "eos_token_id": [128001, 128008, 128009]})";
   for (const char* text : {v4, v5}) {
-    Result<ModelConfig> c = ParseHfConfig(Parse(text), "config.json");
+    Result<ModelConfig> c = ParseHfConfig(ParseConfigJson(text), "config.json");
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     EXPECT_EQ(c->rope.scaling, RopeScalingType::kLlama3);
     EXPECT_DOUBLE_EQ(c->rope.theta, 500000.0);
@@ -82,7 +82,7 @@ TEST(HfConfigTest, Llama3RopeScalingInBothSpellings) {
 }
 
 TEST(HfConfigTest, OldRopeScalingTypeKeyAndQkvBias) {
-  Result<ModelConfig> c = ParseHfConfig(Parse(R"({"model_type": "qwen2_moe", "vocab_size": 10,
+  Result<ModelConfig> c = ParseHfConfig(ParseConfigJson(R"({"model_type": "qwen2_moe", "vocab_size": 10,
     "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16,
     "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "qkv_bias": true,
     "shared_expert_intermediate_size": 8, "rope_scaling": {"type": "linear", "factor": 2.0}})"),
@@ -109,19 +109,19 @@ TEST(HfConfigTest, MlpOnlyLayersAndSparseStep) {
 
 TEST(HfConfigTest, ErrorsNameTheFileAndKey) {
   Result<ModelConfig> missing = ParseHfConfig(
-      Parse(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1})"),
+      ParseConfigJson(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1})"),
       "m/config.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), "m/config.json: num_attention_heads: missing");
 
   Result<ModelConfig> wrong_type = ParseHfConfig(
-      Parse(R"({"model_type": "llama", "vocab_size": "ten", "hidden_size": 8})"), "m/config.json");
+      ParseConfigJson(R"({"model_type": "llama", "vocab_size": "ten", "hidden_size": 8})"), "m/config.json");
   ASSERT_FALSE(wrong_type.ok());
   EXPECT_NE(wrong_type.status().message().find("m/config.json: vocab_size"), std::string::npos)
       << wrong_type.status().message();
 
   Result<ModelConfig> rope = ParseHfConfig(
-      Parse(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+      ParseConfigJson(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
                 "num_attention_heads": 2, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})"),
       "m/config.json");
   ASSERT_FALSE(rope.ok());
@@ -132,7 +132,7 @@ TEST(HfConfigTest, ErrorsNameTheFileAndKey) {
 
 TEST(HfConfigTest, ValidationNamesTheField) {
   Result<ModelConfig> c = ParseHfConfig(
-      Parse(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+      ParseConfigJson(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
                 "intermediate_size": 16, "num_attention_heads": 4, "num_key_value_heads": 3})"),
       "config.json");
   ASSERT_TRUE(c.ok());
@@ -145,7 +145,7 @@ TEST(HfConfigTest, ValidationNamesTheField) {
 // validation loop for hours.
 TEST(HfConfigTest, AbsurdLayerCountIsRejectedAtOnce) {
   Result<ModelConfig> c = ParseHfConfig(
-      Parse(R"({"model_type": "qwen3_moe", "vocab_size": 300, "hidden_size": 64,
+      ParseConfigJson(R"({"model_type": "qwen3_moe", "vocab_size": 300, "hidden_size": 64,
                 "num_hidden_layers": 2000000000000000000, "num_attention_heads": 4,
                 "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
                 "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32})"),
@@ -159,16 +159,16 @@ TEST(HfConfigTest, AbsurdLayerCountIsRejectedAtOnce) {
 
 TEST(HfConfigTest, GenerationConfigOverridesEos) {
   Result<ModelConfig> c = ParseHfConfig(
-      Parse(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+      ParseConfigJson(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
                 "intermediate_size": 16, "num_attention_heads": 2, "eos_token_id": 2})"),
       "config.json");
   ASSERT_TRUE(c.ok());
-  ASSERT_TRUE(ApplyGenerationConfig(Parse(R"({"eos_token_id": [3, 4], "bos_token_id": 1})"),
+  ASSERT_TRUE(ApplyGenerationConfig(ParseConfigJson(R"({"eos_token_id": [3, 4], "bos_token_id": 1})"),
                                     "generation_config.json", &*c)
                   .ok());
   EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(c->bos_token_id, std::optional<int64_t>(1));
-  Status bad = ApplyGenerationConfig(Parse(R"({"eos_token_id": "x"})"), "g.json", &*c);
+  Status bad = ApplyGenerationConfig(ParseConfigJson(R"({"eos_token_id": "x"})"), "g.json", &*c);
   EXPECT_NE(bad.message().find("g.json: eos_token_id"), std::string::npos) << bad.message();
 }
 

@@ -18,9 +18,13 @@
 #include "common/json.h"
 #include "engine/serving/generate.h"
 #include "engine/models/model.h"
+#include "tests/test_files.h"
 
 namespace flashroll::engine {
 namespace {
+
+using flashroll::testing::Ints;
+using flashroll::testing::ReadFloats;
 
 struct Case {
   const char* file;     // under tests/data/parity-llamacpp/
@@ -47,20 +51,6 @@ const Case kCases[] = {
     {"qwen3.f16.gguf", "qwen3", "f16", 1e-2, 1.5e-3},
     {"llama.q8_0.gguf", "llama", "q8_0", 0.25, 0.05},
 };
-
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
-
-std::vector<int32_t> Ints(const Json& array) {
-  std::vector<int32_t> out;
-  for (const Json& v : array) out.push_back(v.get<int32_t>());
-  return out;
-}
 
 // The engine's logits for every position of `tokens` ([n][vocab]) and, for a
 // MoE model, its routing.

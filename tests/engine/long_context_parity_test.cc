@@ -19,6 +19,7 @@
 #include "common/json.h"
 #include "engine/serving/generate.h"
 #include "engine/models/model.h"
+#include "tests/test_files.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FLASHROLL_LONG_CONTEXT_SANITIZED 1
@@ -31,16 +32,11 @@
 namespace flashroll::engine {
 namespace {
 
+using flashroll::testing::Ints;
+using flashroll::testing::ReadFloats;
+
 constexpr char kDir[] = "tests/data/parity-long";
 constexpr double kBound = 1e-3;
-
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
 
 // The index of the largest value, ties to the lower index (torch.argmax).
 int32_t ArgMax(const float* v, int64_t n) {
@@ -49,12 +45,6 @@ int32_t ArgMax(const float* v, int64_t n) {
     if (v[i] > v[best]) best = static_cast<int32_t>(i);
   }
   return best;
-}
-
-std::vector<int32_t> Ints(const Json& array) {
-  std::vector<int32_t> out;
-  for (const Json& v : array) out.push_back(v.get<int32_t>());
-  return out;
 }
 
 class LongContextParityTest : public ::testing::Test {

@@ -21,9 +21,12 @@
 #include "engine/models/architecture.h"
 #include "engine/serving/generate.h"
 #include "engine/models/model.h"
+#include "tests/test_files.h"
 
 namespace flashroll::engine {
 namespace {
+
+using flashroll::testing::Ints;
 
 using kernels::DType;
 
@@ -248,12 +251,6 @@ std::string WriteGguf(const std::string& dir, DType type, const std::string& out
   const std::string bytes = w.Bytes();
   std::ofstream(out_path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return bytes;
-}
-
-std::vector<int32_t> Ints(const Json& array) {
-  std::vector<int32_t> out;
-  for (const Json& v : array) out.push_back(v.get<int32_t>());
-  return out;
 }
 
 class ModelGgufTest : public ::testing::Test {

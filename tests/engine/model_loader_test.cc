@@ -16,9 +16,12 @@
 #include "common/json.h"
 #include "engine/kernels/dtype.h"
 #include "engine/models/model.h"
+#include "tests/test_files.h"
 
 namespace flashroll::engine {
 namespace {
+
+using flashroll::testing::ReadFile;
 
 TEST(ModelFilesTest, ShardedDirectoryLoadsEveryTensorMapped) {
   Result<std::unique_ptr<ModelFiles>> files = ModelFiles::Load("tests/data/parity/llama");
@@ -63,13 +66,6 @@ TEST(ModelFilesTest, MissingWeightsAndUnknownPathsAreNamed) {
   Result<const WeightTensor*> head = (*files)->Get("lm_head.weight", {300, 96});  // qwen2 ties embeddings
   ASSERT_FALSE(head.ok());
   EXPECT_EQ(head.status().message(), "tests/data/parity/qwen2: tensor 'lm_head.weight' is missing");
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Rewrites a float32 fixture with every tensor stored as `dtype` ("BF16" or

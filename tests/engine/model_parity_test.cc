@@ -18,27 +18,17 @@
 #include "common/json.h"
 #include "engine/serving/generate.h"
 #include "engine/models/model.h"
+#include "tests/test_files.h"
 
 namespace flashroll::engine {
 namespace {
 
+using flashroll::testing::Ints;
+using flashroll::testing::ReadFloats;
+
 const std::vector<std::string> kFixtures = {"llama", "llama3_tied", "qwen2", "qwen3", "qwen3_moe", "qwen3_moe_mixed", "qwen2_moe"};
 
 std::string FixtureDir(const std::string& name) { return std::string("tests/data/parity/") + name; }
-
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> out(bytes.size() / 4);
-  std::memcpy(out.data(), bytes.data(), out.size() * 4);
-  return out;
-}
-
-std::vector<int32_t> Ints(const Json& array) {
-  std::vector<int32_t> out;
-  for (const Json& v : array) out.push_back(v.get<int32_t>());
-  return out;
-}
 
 class ModelParityTest : public ::testing::TestWithParam<std::string> {
  protected:

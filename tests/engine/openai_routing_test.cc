@@ -17,7 +17,7 @@
 namespace flashroll::engine {
 namespace {
 
-constexpr char kModelName[] = "default-moe";
+constexpr char kMoeModelName[] = "default-moe";
 
 class OpenAiRoutingTest : public ::testing::Test {
  protected:
@@ -36,7 +36,7 @@ class OpenAiRoutingTest : public ::testing::Test {
     engine_ = engine->release();
     OpenAiServerOptions so;
     so.port = 0;
-    so.model_name = kModelName;
+    so.model_name = kMoeModelName;
     auto server = OpenAiServer::Start(engine_, tokenizer_, so);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = server->release();
@@ -81,7 +81,7 @@ OpenAiServer* OpenAiRoutingTest::server_ = nullptr;
 const std::vector<int32_t> kPrompt = {5, 17, 301, 44, 9, 1200, 7, 88, 640, 23, 1999, 31};
 
 TEST_F(OpenAiRoutingTest, CompletionsReturnTheRoutingOfEveryComputedToken) {
-  auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
+  auto [status, reply] = Post("/v1/completions", {{"model", kMoeModelName},
                                                   {"prompt", kPrompt},
                                                   {"max_tokens", 6},
                                                   {"n", 2},
@@ -125,14 +125,14 @@ TEST_F(OpenAiRoutingTest, CompletionsReturnTheRoutingOfEveryComputedToken) {
 }
 
 TEST_F(OpenAiRoutingTest, RoutingIsNotStreamed) {
-  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"stream", true},
+  ExpectError(Post("/v1/completions", {{"model", kMoeModelName}, {"prompt", kPrompt}, {"stream", true},
                                        {"return_routing", true}}),
               400, "return_routing");
-  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"return_routing", 1}}), 400,
+  ExpectError(Post("/v1/completions", {{"model", kMoeModelName}, {"prompt", kPrompt}, {"return_routing", 1}}), 400,
               "return_routing");
 }
 
-uint32_t FloatBits(const Json& v) {
+uint32_t JsonFloatBits(const Json& v) {
   const float f = v.get<float>();
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof(bits));
@@ -140,7 +140,7 @@ uint32_t FloatBits(const Json& v) {
 }
 
 TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobsBitwise) {
-  auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
+  auto [status, reply] = Post("/v1/completions", {{"model", kMoeModelName},
                                                   {"prompt", kPrompt},
                                                   {"max_tokens", 24},
                                                   {"seed", 11},
@@ -153,7 +153,7 @@ TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobs
   const Json& choice = reply["choices"][0];
   const Json& generated = choice["logprobs"]["token_logprobs"];
   ASSERT_EQ(generated.size(), 24u);
-  Json score = {{"model", kModelName},
+  Json score = {{"model", kMoeModelName},
                 {"prompt_token_ids", kPrompt},
                 {"token_ids", choice["token_ids"]},
                 {"temperature", 0.8},
@@ -161,7 +161,7 @@ TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobs
   auto [score_status, scored] = Post("/v1/score", score);
   ASSERT_EQ(score_status, 200) << scored.dump();
   ASSERT_EQ(scored["logprobs"].size(), 24u);
-  for (size_t t = 0; t < 24; ++t) EXPECT_EQ(FloatBits(scored["logprobs"][t]), FloatBits(generated[t])) << t;
+  for (size_t t = 0; t < 24; ++t) EXPECT_EQ(JsonFloatBits(scored["logprobs"][t]), JsonFloatBits(generated[t])) << t;
 
   // Other experts for token 14 (generated token 2): token 3's logprob on moves.
   Json moved = score;
@@ -174,8 +174,8 @@ TEST_F(OpenAiRoutingTest, ScoringWithTheReturnedRoutingGivesTheGeneratedLogprobs
   }
   auto [moved_status, diverted] = Post("/v1/score", moved);
   ASSERT_EQ(moved_status, 200) << diverted.dump();
-  EXPECT_EQ(FloatBits(diverted["logprobs"][2]), FloatBits(generated[2]));
-  EXPECT_NE(FloatBits(diverted["logprobs"][3]), FloatBits(generated[3]));
+  EXPECT_EQ(JsonFloatBits(diverted["logprobs"][2]), JsonFloatBits(generated[2]));
+  EXPECT_NE(JsonFloatBits(diverted["logprobs"][3]), JsonFloatBits(generated[3]));
 
   Json bad = score;
   bad["routing"].erase(bad["routing"].size() - 1);
@@ -222,7 +222,7 @@ std::vector<uint8_t> FlatIds(const Json& routing) {
 
 TEST_F(OpenAiRoutingTest, BinaryRoutingIsTheJsonRoutingPacked) {
   for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
-    Json body = {{"model", kModelName}, {"max_tokens", 6},        {"n", 2},
+    Json body = {{"model", kMoeModelName}, {"max_tokens", 6},        {"n", 2},
                  {"seed", 5},           {"ignore_eos", true},     {"return_token_ids", true},
                  {"return_routing", true}};
     if (std::string(path) == "/v1/completions") {
@@ -260,22 +260,22 @@ TEST_F(OpenAiRoutingTest, BinaryRoutingIsTheJsonRoutingPacked) {
 TEST_F(OpenAiRoutingTest, RoutingFormatNeedsReturnRoutingAndAKnownValue) {
   const Json messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
   for (const Json& format : {Json("binary"), Json("json")}) {
-    ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"routing_format", format}}),
+    ExpectError(Post("/v1/completions", {{"model", kMoeModelName}, {"prompt", kPrompt}, {"routing_format", format}}),
                 400, "routing_format", "needs \"return_routing\": true");
-    ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages},
+    ExpectError(Post("/v1/chat/completions", {{"model", kMoeModelName}, {"messages", messages},
                                               {"return_routing", false}, {"routing_format", format}}),
                 400, "routing_format", "needs \"return_routing\": true");
   }
-  ExpectError(Post("/v1/completions", {{"model", kModelName}, {"prompt", kPrompt}, {"return_routing", true},
+  ExpectError(Post("/v1/completions", {{"model", kMoeModelName}, {"prompt", kPrompt}, {"return_routing", true},
                                        {"routing_format", "base64"}}),
               400, "routing_format", "expected \"json\" or \"binary\", got \"base64\"");
-  ExpectError(Post("/v1/chat/completions", {{"model", kModelName}, {"messages", messages}, {"return_routing", true},
+  ExpectError(Post("/v1/chat/completions", {{"model", kMoeModelName}, {"messages", messages}, {"return_routing", true},
                                             {"routing_format", 1}}),
               400, "routing_format");
 }
 
 TEST_F(OpenAiRoutingTest, ScoringWithBinaryRoutingGivesTheJsonRoutingsLogprobsBitwise) {
-  Json body = {{"model", kModelName},      {"prompt", kPrompt},  {"max_tokens", 24},
+  Json body = {{"model", kMoeModelName},      {"prompt", kPrompt},  {"max_tokens", 24},
                {"seed", 11},               {"temperature", 0.8}, {"logprobs", 0},
                {"ignore_eos", true},       {"return_token_ids", true}, {"return_routing", true},
                {"routing_format", "binary"}};
@@ -289,7 +289,7 @@ TEST_F(OpenAiRoutingTest, ScoringWithBinaryRoutingGivesTheJsonRoutingsLogprobsBi
   ASSERT_EQ(json_status, 200) << json_reply.dump();
   ASSERT_EQ(json_reply["choices"][0]["token_ids"], choice["token_ids"]);
 
-  Json score = {{"model", kModelName},
+  Json score = {{"model", kMoeModelName},
                 {"prompt_token_ids", kPrompt},
                 {"token_ids", choice["token_ids"]},
                 {"temperature", 0.8},
@@ -304,9 +304,9 @@ TEST_F(OpenAiRoutingTest, ScoringWithBinaryRoutingGivesTheJsonRoutingsLogprobsBi
   ASSERT_EQ(sized_status, 200) << sized_scored.dump();
   ASSERT_EQ(binary_scored["logprobs"].size(), 24u);
   for (size_t t = 0; t < 24; ++t) {
-    EXPECT_EQ(FloatBits(binary_scored["logprobs"][t]), FloatBits(generated[t])) << t;
-    EXPECT_EQ(FloatBits(binary_scored["logprobs"][t]), FloatBits(json_scored["logprobs"][t])) << t;
-    EXPECT_EQ(FloatBits(sized_scored["logprobs"][t]), FloatBits(generated[t])) << t;
+    EXPECT_EQ(JsonFloatBits(binary_scored["logprobs"][t]), JsonFloatBits(generated[t])) << t;
+    EXPECT_EQ(JsonFloatBits(binary_scored["logprobs"][t]), JsonFloatBits(json_scored["logprobs"][t])) << t;
+    EXPECT_EQ(JsonFloatBits(sized_scored["logprobs"][t]), JsonFloatBits(generated[t])) << t;
   }
 
   // Other experts for token 14 (generated token 2), written into the bytes:
@@ -322,12 +322,12 @@ TEST_F(OpenAiRoutingTest, ScoringWithBinaryRoutingGivesTheJsonRoutingsLogprobsBi
   score["routing"] = Base64Encode(bytes);
   auto [moved_status, diverted] = Post("/v1/score", score);
   ASSERT_EQ(moved_status, 200) << diverted.dump();
-  EXPECT_EQ(FloatBits(diverted["logprobs"][2]), FloatBits(generated[2]));
-  EXPECT_NE(FloatBits(diverted["logprobs"][3]), FloatBits(generated[3]));
+  EXPECT_EQ(JsonFloatBits(diverted["logprobs"][2]), JsonFloatBits(generated[2]));
+  EXPECT_NE(JsonFloatBits(diverted["logprobs"][3]), JsonFloatBits(generated[3]));
 }
 
 TEST_F(OpenAiRoutingTest, BadBinaryRoutingIs400NamingTheField) {
-  auto [status, reply] = Post("/v1/completions", {{"model", kModelName},
+  auto [status, reply] = Post("/v1/completions", {{"model", kMoeModelName},
                                                   {"prompt", kPrompt},
                                                   {"max_tokens", 24},
                                                   {"seed", 11},
@@ -339,7 +339,7 @@ TEST_F(OpenAiRoutingTest, BadBinaryRoutingIs400NamingTheField) {
   const Json& choice = reply["choices"][0];
   const std::vector<uint8_t> bytes = RoutingBytes(choice);
   ASSERT_EQ(bytes.size(), 35u * 12);
-  const Json score = {{"model", kModelName}, {"prompt_token_ids", kPrompt}, {"token_ids", choice["token_ids"]}};
+  const Json score = {{"model", kMoeModelName}, {"prompt_token_ids", kPrompt}, {"token_ids", choice["token_ids"]}};
   auto with = [&](Json routing) {
     Json body = score;
     body["routing"] = std::move(routing);

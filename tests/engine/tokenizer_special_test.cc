@@ -5,17 +5,12 @@
 #include "engine/format/gguf.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/engine/tokenizer_vectors.h"
 
 namespace flashroll::engine {
 namespace {
 
-std::unique_ptr<Tokenizer> LoadVocab(const std::string& vocab) {
-  auto gguf = GgufFile::Open("tests/data/tokenizer-vectors/ggml-vocab-" + vocab + ".gguf");
-  EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
-  auto tok = Tokenizer::FromGguf(**gguf);
-  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-  return std::move(*tok);
-}
+using testing::LoadVocab;
 
 TEST(TokenizerSpecialTest, ControlTokensOnlyWithParseSpecial) {
   auto tok = LoadVocab("qwen2");

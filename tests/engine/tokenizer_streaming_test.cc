@@ -9,17 +9,12 @@
 
 #include "engine/format/gguf.h"
 #include "engine/tokenizer/unicode.h"
+#include "tests/engine/tokenizer_vectors.h"
 
 namespace flashroll::engine {
 namespace {
 
-std::unique_ptr<Tokenizer> LoadVocab(const std::string& vocab) {
-  auto gguf = GgufFile::Open("tests/data/tokenizer-vectors/ggml-vocab-" + vocab + ".gguf");
-  EXPECT_TRUE(gguf.ok()) << gguf.status().ToString();
-  auto tok = Tokenizer::FromGguf(**gguf);
-  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-  return std::move(*tok);
-}
+using testing::LoadVocab;
 
 bool ValidUtf8(const std::string& s) { return SanitizeUtf8(s) == s; }
 

@@ -31,7 +31,7 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-constexpr char kToken[] = "node-hostile-token";
+constexpr char kNodeHostileToken[] = "node-hostile-token";
 
 // A TCP connection to 127.0.0.1:port from loopback address `source`.
 int ConnectFrom(int port, const char* source) {
@@ -66,7 +66,7 @@ class NodeApiHostileTest : public ::testing::Test {
   // The options `flashroll sandboxd` serves with (sandbox/commands.cc).
   void Start(NodePolicy policy = NodePolicy()) {
     HttpServerOptions options;
-    options.bearer_token = kToken;
+    options.bearer_token = kNodeHostileToken;
     const std::vector<std::string> all = {kScopeCreate, kScopeExec, kScopeFiles, kScopeAdmin};
     options.credentials = {{"alice", "alice-token", {kScopeCreate, kScopeExec, kScopeFiles}},
                            {"bob", "bob-token", {kScopeCreate, kScopeExec, kScopeFiles}},
@@ -78,7 +78,7 @@ class NodeApiHostileTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
     HttpClientOptions client;
     client.base_url = server_->base_url();
-    client.bearer_token = kToken;
+    client.bearer_token = kNodeHostileToken;
     client_ = std::make_unique<HttpClient>(HttpClient::Create(client).value());
   }
 
@@ -134,7 +134,7 @@ TEST_F(NodeApiHostileTest, FloodKeepsAnsweringAnAuthenticatedClient) {
   for (int i = 0; i < 50; ++i) {
     // A new connection each time: one kept from before the attack would
     // not need a worker the attacker holds.
-    HttpClient fresh = As(kToken);
+    HttpClient fresh = As(kNodeHostileToken);
     const auto start = Clock::now();
     Result<Json> result = fresh.PostJson("/v1/sandboxes/" + id + "/exec", exec);
     took.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());

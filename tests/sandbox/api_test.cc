@@ -31,7 +31,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr char kToken[] = "test-token-0123456789";
+constexpr char kApiToken[] = "test-token-0123456789";
 
 ExecCall Call(std::vector<std::string> argv, milliseconds timeout = milliseconds(30000)) {
   ExecCall call;
@@ -54,13 +54,13 @@ class SandboxServiceTest : public ::testing::TestWithParam<std::string> {
     }
     HttpServerOptions options;
     options.port = 0;
-    options.bearer_token = kToken;
+    options.bearer_token = kApiToken;
     options.max_body_bytes = 1 << 20;
     server_ = std::make_unique<SandboxServer>(manager_.get(), NodePolicy(), options);
     ASSERT_TRUE(server_->Start().ok());
     HttpClientOptions client_options;
     client_options.base_url = server_->base_url();
-    client_options.bearer_token = kToken;
+    client_options.bearer_token = kApiToken;
     auto client = HttpSandboxClient::Create(client_options);
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     service_ = std::move(*client);
@@ -323,11 +323,11 @@ class ApiHttpTest : public SandboxFixture {
     SandboxFixture::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     HttpServerOptions options;
-    options.bearer_token = kToken;
+    options.bearer_token = kApiToken;
     options.max_body_bytes = 1 << 20;
     server_ = std::make_unique<SandboxServer>(manager_.get(), NodePolicy(), options);
     ASSERT_TRUE(server_->Start().ok());
-    http_ = Client(kToken);
+    http_ = Client(kApiToken);
   }
   void TearDown() override {
     if (server_) server_->Stop();
@@ -528,7 +528,7 @@ TEST_F(ApiHttpTest, IdempotencyKeyInQuery) {
 // The header form of the key, as a client outside Flashroll sends it.
 TEST_F(ApiHttpTest, IdempotencyKeyHeader) {
   httplib::Client client("127.0.0.1", server_->port());
-  const httplib::Headers headers = {{"Authorization", std::string("Bearer ") + kToken},
+  const httplib::Headers headers = {{"Authorization", std::string("Bearer ") + kApiToken},
                                     {"Idempotency-Key", "episode-9"}};
   std::string ids[2];
   for (auto& id : ids) {
@@ -601,7 +601,7 @@ TEST(SandboxdBinary, ServesAndCleansUpOnSigterm) {
   char token_path[] = "/tmp/flashroll-sandboxd-token-XXXXXX";
   const int token_fd = ::mkstemp(token_path);
   ASSERT_GE(token_fd, 0);
-  ASSERT_EQ(::write(token_fd, kToken, sizeof(kToken) - 1), static_cast<ssize_t>(sizeof(kToken) - 1));
+  ASSERT_EQ(::write(token_fd, kApiToken, sizeof(kApiToken) - 1), static_cast<ssize_t>(sizeof(kApiToken) - 1));
   ::close(token_fd);
   int out[2];
   ASSERT_EQ(::pipe(out), 0);
@@ -622,7 +622,7 @@ TEST(SandboxdBinary, ServesAndCleansUpOnSigterm) {
 
   HttpClientOptions options;
   options.base_url = url;
-  options.bearer_token = kToken;
+  options.bearer_token = kApiToken;
   auto client = HttpSandboxClient::Create(options);
   ASSERT_TRUE(client.ok());
   auto id = (*client)->Create(SandboxSpec());

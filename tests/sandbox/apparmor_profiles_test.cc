@@ -18,7 +18,7 @@
 namespace flashroll::sandbox {
 namespace {
 
-const std::vector<std::string> kRootEntries = {"bin", "dev", "etc", "proc", "root", "sys", "tmp", "usr"};
+const std::vector<std::string> kProfileRootEntries = {"bin", "dev", "etc", "proc", "root", "sys", "tmp", "usr"};
 
 struct Recorder {
   std::mutex mu;
@@ -50,7 +50,7 @@ struct Recorder {
 };
 
 Result<AppArmorProfiles::Lease> AcquireFor(AppArmorProfiles& profiles, const SandboxSpec& spec) {
-  return profiles.Acquire([&](const std::string& name) { return GenerateAppArmorProfile(name, spec, kRootEntries); });
+  return profiles.Acquire([&](const std::string& name) { return GenerateAppArmorProfile(name, spec, kProfileRootEntries); });
 }
 
 TEST(AppArmorProfilesTest, SandboxesOfOneSpecShareOneLoadAndTheLastUnloadsIt) {

@@ -110,7 +110,7 @@ std::string OtherHostAddress() {
   return found;
 }
 
-AllowRule Rule(const std::string& text) {
+AllowRule ParsedRule(const std::string& text) {
   auto rule = ParseAllowRule(text);
   EXPECT_TRUE(rule.ok()) << rule.status().ToString();
   return rule.ok() ? *rule : AllowRule();
@@ -143,8 +143,8 @@ TEST_F(SandboxNetTest, PolicyAllowsOnlyTheAllowedAddressPortAndProtocol) {
   HostListener listener;
   SandboxSpec spec;
   spec.net = NetMode::kPolicy;
-  spec.allow = {Rule("10.213.0.0/16:" + std::to_string(listener.tcp_port())),
-                Rule("10.213.0.0/16:" + std::to_string(listener.udp_port()))};
+  spec.allow = {ParsedRule("10.213.0.0/16:" + std::to_string(listener.tcp_port())),
+                ParsedRule("10.213.0.0/16:" + std::to_string(listener.udp_port()))};
   const std::string id = CreateOrDie(spec);
   auto info = manager_->Info(id);
   ASSERT_TRUE(info.ok()) << info.status().ToString();

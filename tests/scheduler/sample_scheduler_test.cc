@@ -19,7 +19,7 @@ std::vector<GroupPlan> Groups(std::vector<std::pair<int64_t, std::string>> task_
   return plan;
 }
 
-SchedulerPolicy Policy(int64_t g, int64_t in_flight, int64_t per_task) {
+SchedulerPolicy SchedulerPolicyOf(int64_t g, int64_t in_flight, int64_t per_task) {
   SchedulerPolicy p;
   p.group_size = g;
   p.max_in_flight = in_flight;
@@ -36,7 +36,7 @@ std::vector<SampleTicket> Drain(SampleScheduler& s, Clock::time_point now) {
 
 TEST(SampleSchedulerTest, GroupsOpenWholeUnderTheInFlightCap) {
   const auto t0 = Clock::now();
-  SampleScheduler s(Policy(4, 8, 8), Groups({{0, "a"}, {1, "a"}, {2, "a"}}), t0);
+  SampleScheduler s(SchedulerPolicyOf(4, 8, 8), Groups({{0, "a"}, {1, "a"}, {2, "a"}}), t0);
   auto started = Drain(s, t0);
   ASSERT_EQ(started.size(), 8u);
   EXPECT_EQ(s.in_flight(), 8);
@@ -56,7 +56,7 @@ TEST(SampleSchedulerTest, GroupsOpenWholeUnderTheInFlightCap) {
 TEST(SampleSchedulerTest, ACappedTaskWaitsWhileOtherTasksGo) {
   const auto t0 = Clock::now();
   // Task 0 at two efforts, then task 1: per-task cap 4 = one group of task 0.
-  SampleScheduler s(Policy(4, 16, 4), Groups({{0, "a"}, {0, "a"}, {1, "a"}}), t0);
+  SampleScheduler s(SchedulerPolicyOf(4, 16, 4), Groups({{0, "a"}, {0, "a"}, {1, "a"}}), t0);
   auto started = Drain(s, t0);
   ASSERT_EQ(started.size(), 8u);
   EXPECT_EQ(started[0].group_id, 1);
@@ -69,7 +69,7 @@ TEST(SampleSchedulerTest, ACappedTaskWaitsWhileOtherTasksGo) {
 
 TEST(SampleSchedulerTest, StalenessBoundHoldsDispatchUntilTheTrainerConsumes) {
   const auto t0 = Clock::now();
-  SchedulerPolicy p = Policy(2, 64, 64);
+  SchedulerPolicy p = SchedulerPolicyOf(2, 64, 64);
   p.staleness_gate = true;
   p.max_staleness = 1;
   p.batch_groups = 1;
@@ -86,7 +86,7 @@ TEST(SampleSchedulerTest, StalenessBoundHoldsDispatchUntilTheTrainerConsumes) {
 
 TEST(SampleSchedulerTest, WithoutAGateNothingWaitsForATrainer) {
   const auto t0 = Clock::now();
-  SchedulerPolicy p = Policy(2, 64, 64);
+  SchedulerPolicy p = SchedulerPolicyOf(2, 64, 64);
   p.max_staleness = 0;
   p.batch_groups = 1;
   SampleScheduler s(p, Groups({{0, "a"}, {1, "a"}, {2, "a"}}), t0);
@@ -95,7 +95,7 @@ TEST(SampleSchedulerTest, WithoutAGateNothingWaitsForATrainer) {
 
 TEST(SampleSchedulerTest, WarmupDropsShortEarlySamplesAndRerunsTheirSlot) {
   const auto t0 = Clock::now();
-  SchedulerPolicy p = Policy(2, 8, 8);
+  SchedulerPolicy p = SchedulerPolicyOf(2, 8, 8);
   p.warmup_samples = 2;
   p.warmup_min_tokens = 50;
   SampleScheduler s(p, Groups({{0, "a"}}), t0);
@@ -114,7 +114,7 @@ TEST(SampleSchedulerTest, WarmupDropsShortEarlySamplesAndRerunsTheirSlot) {
 
 TEST(SampleSchedulerTest, FailedSamplesAreNeverDroppedAsShort) {
   const auto t0 = Clock::now();
-  SchedulerPolicy p = Policy(1, 8, 8);
+  SchedulerPolicy p = SchedulerPolicyOf(1, 8, 8);
   p.warmup_samples = 5;
   p.warmup_min_tokens = 50;
   SampleScheduler s(p, Groups({{0, "a"}}), t0);
@@ -129,7 +129,7 @@ TEST(SampleSchedulerTest, FailedSamplesAreNeverDroppedAsShort) {
 // of the agent's own counts at once and quarantines nothing.
 TEST(SampleSchedulerTest, InfrastructureFailuresRerunTheSlotThenQuarantineTheTask) {
   const auto t0 = Clock::now();
-  SchedulerPolicy policy = Policy(2, 2, 2);
+  SchedulerPolicy policy = SchedulerPolicyOf(2, 2, 2);
   policy.infra_retries = 2;
   SampleScheduler s(policy, Groups({{0, "a"}, {1, "a"}, {0, "a"}, {1, "a"}}), t0);
   EXPECT_EQ(s.groups_total(), 4);
@@ -168,7 +168,7 @@ TEST(SampleSchedulerTest, InfrastructureFailuresRerunTheSlotThenQuarantineTheTas
 
 TEST(SampleSchedulerTest, RateLimitedFamilyWaitsWhileOthersGo) {
   const auto t0 = Clock::now();
-  SchedulerPolicy p = Policy(2, 64, 64);
+  SchedulerPolicy p = SchedulerPolicyOf(2, 64, 64);
   p.rate_limits["slow"] = 1.0;  // samples per second: a group of 2 every 2 s
   SampleScheduler s(p, Groups({{0, "slow"}, {1, "slow"}, {2, "fast"}}), t0);
   auto started = Drain(s, t0);
@@ -183,7 +183,7 @@ TEST(SampleSchedulerTest, RateLimitedFamilyWaitsWhileOthersGo) {
 
 TEST(SampleSchedulerTest, SynchronousRoundsWaitForTheWholeRound) {
   const auto t0 = Clock::now();
-  SchedulerPolicy p = Policy(2, 4, 4);
+  SchedulerPolicy p = SchedulerPolicyOf(2, 4, 4);
   p.synchronous = true;
   SampleScheduler s(p, Groups({{0, "a"}, {1, "a"}, {2, "a"}}), t0);
   auto round = Drain(s, t0);
@@ -199,7 +199,7 @@ TEST(SampleSchedulerTest, AResumedJobRunsOnlyTheMissingSlots) {
   auto plan = Groups({{0, "a"}, {1, "a"}, {2, "a"}});
   plan[0].slots_done = {0, 1, 2, 3};  // finished before the job stopped
   plan[1].slots_done = {0, 1, 3};    // slot 2 was running
-  SampleScheduler s(Policy(4, 4, 4), plan, t0);
+  SampleScheduler s(SchedulerPolicyOf(4, 4, 4), plan, t0);
   EXPECT_EQ(s.groups_total(), 3);
   EXPECT_EQ(s.groups_finished(), 1);
   auto started = Drain(s, t0);
@@ -216,7 +216,7 @@ TEST(SampleSchedulerTest, AResumedJobRunsOnlyTheMissingSlots) {
 // with slots already finished is not asked about.
 TEST(SampleSchedulerTest, AGroupSelectRefusesIsDroppedAndTheNextOneOpens) {
   const auto t0 = Clock::now();
-  SchedulerPolicy p = Policy(2, 2, 2);
+  SchedulerPolicy p = SchedulerPolicyOf(2, 2, 2);
   std::vector<int64_t> asked;
   p.select = [&](const GroupPlan& g) {
     asked.push_back(g.group_id);
