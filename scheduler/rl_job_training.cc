@@ -82,7 +82,9 @@ Status Job::StartTraining() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       status = summary_.ToJson();
+      status["samples_in_flight"] = scheduler_->in_flight();  // started, not finished
     }
+    status["tokens_generated"] = EngineStats().generated_tokens;
     const engine::WeightLoaderState w = weights_->state();
     status["weight_version"] = w.version;
     status["pending_version"] = w.pending_version ? Json(*w.pending_version) : Json(nullptr);

@@ -191,19 +191,30 @@ void WriteTrainerDouble(const std::string& path, const char* script) {
 }
 
 // A test double of a trainer: publishes a copy of the model as version 1
-// at once, while the first samples are generating, then takes every group
-// as it finishes and exits 0 once all have.
+// as soon as some sample started and not finished has sampled tokens
+// (however late Python starts on a loaded machine): tokens generated
+// between two polls with samples in flight and none finished belong to a
+// sample still running. Then it takes every group as it finishes and exits 0
+// once all have. Taking groups opens more of them; leasing never blocks, so
+// the double does not sleep through the samples it waits for.
 constexpr char kEarlyWeightsTrainer[] = R"PY(
 write_checkpoint("v000001")
-call("/v1/weights", {"path": "v000001", "version": 1})
-while True:  # consume the groups (the staleness bound holds the rest back until then)
-    req = urllib.request.Request(args["--api"] + "/v1/batches?timeout=0.5", headers={"Authorization": "Bearer " + token})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        if r.status == 200:
-            call("/v1/batches/%s/ack" % json.load(r)["lease"], {})
+published, last = False, None
+while True:
     status = call("/v1/status")
+    running = status["samples_in_flight"] > 0
+    if (not published and running and last is not None and status["samples_done"] == last["samples_done"]
+            and status["tokens_generated"] > last["tokens_generated"]):
+        call("/v1/weights", {"path": "v000001", "version": 1})
+        published = True
+    last = status if running else None
     if status["groups_done"] == status["groups_total"]:
         break
+    batch = call("/v1/batches?timeout=0")
+    if batch is None:
+        time.sleep(0.02)
+    else:
+        call("/v1/batches/%s/ack" % batch["lease"], {})
 )PY";
 
 TEST_F(TrainingJobTest, SamplesRunningAtASwapContinueOnTheNewWeightsWithoutRestarting) {
