@@ -13,7 +13,7 @@
 // nor XFS quota support (measured; docs/BENCHMARKS.md), so no shared
 // filesystem can bound one directory. A fresh filesystem per sandbox is
 // cheap when it is not made per sandbox: mkfs.ext4 runs once per distinct
-// size into a cached template (/var/lib/flashroll/disk-templates), and each
+// size into a cached template (ext4_image.h), and each
 // sandbox gets a sparse copy of its ~150 KB of metadata in an O_TMPFILE
 // file, which never has a name: it is attached to a free loop device with
 // LO_FLAGS_AUTOCLEAR and LO_FLAGS_DIRECT_IO (no second copy in the host's
@@ -38,7 +38,6 @@
 
 namespace flashroll::sandbox {
 
-inline constexpr char kDiskTemplateDir[] = "/var/lib/flashroll/disk-templates";
 inline constexpr char kDiskImageDir[] = "/var/lib/flashroll/disks";
 
 // A fresh ext4 filesystem of `bytes` on a loop device, mounted detached,
@@ -60,9 +59,6 @@ class SandboxDisk {
   const std::string& device() const { return device_; }  // "/dev/loopN", for messages
 
  private:
-  Status Mount();
-
-  UniqueFd loop_;   // until the mount holds the device
   UniqueFd mount_;
   std::string device_;
 };
