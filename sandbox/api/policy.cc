@@ -131,6 +131,15 @@ Status ResolveRwPaths(const NodePolicy& policy, const std::string& field, Sandbo
     if (held->path == policy.workspace_root) {
       return Status::PermissionDenied(name + ": " + path + " is the workspace root itself, not a workspace in it");
     }
+    if (policy.workspace_disks) {
+      const std::string inside = held->path.substr(policy.workspace_root.size() + 1);
+      const std::string workspace = inside.substr(0, inside.find('/'));
+      if (!policy.workspace_disks->Holds(workspace, held->dev)) {
+        return Status::PermissionDenied(name + ": " + path + " is not on the workspace disk " + policy.workspace_root +
+                                        "/" + workspace + " (POST /v1/workspaces makes one; what is bound must be "
+                                        "bounded)");
+      }
+    }
     spec->rw_paths[i] = held->path;
     spec->rw_held.push_back(std::move(held));
   }

@@ -12,7 +12,11 @@
 //            no symlink anywhere on the way, and nothing outside is looked
 //            at); the descriptor is what gets bound (held_path.h), at the
 //            path as asked with its `.` and `..` resolved; without a
-//            workspace root none are allowed.
+//            workspace root none are allowed. With workspace disks (the
+//            sandboxd default) the path must lie in one, workspace NAME
+//            being <root>/NAME made by POST /v1/workspaces, and the held
+//            inode must be on its filesystem: what a sandbox writes there
+//            is bounded by the workspace's size (workspace_disks.h).
 //   seccomp  "default" (the built-in filter) or a name in `seccomp_profiles`.
 //   limits   memory, pids, cpus, disk and ttl: a limit the request leaves
 //            out (or gives as 0) gets `defaults`; one above `max` is
@@ -32,12 +36,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "sandbox/api/wire.h"
 #include "sandbox/spec.h"
+#include "sandbox/workspace_disks.h"
 
 namespace flashroll::sandbox::api {
 
@@ -77,6 +83,10 @@ struct NodePolicy {
   std::map<std::string, NodeImage> images;
   // Canonical (realpath) directory; empty: rw_paths are refused.
   std::string workspace_root;
+  // The workspace disks beneath workspace_root; null: rw paths bind plain
+  // directories, bounded only by the filesystem they are on.
+  std::shared_ptr<WorkspaceDisks> workspace_disks;
+  size_t max_workspaces = 64;
   // Profile name -> absolute profile file (sandbox/seccomp_profile.h).
   std::map<std::string, std::string> seccomp_profiles;
   // Enough for a shell, a compiler or a test run; a node that needs more

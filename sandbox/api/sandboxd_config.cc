@@ -12,6 +12,7 @@
 
 #include "sandbox/api/server.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/sha256.h"
 
 namespace flashroll::sandbox::api {
 
@@ -97,6 +98,9 @@ Schema SandboxdConfigSchema() {
       .Optional("image_store", Schema::String())
       .Optional("images", Schema::List(Schema::String()))
       .Optional("workspace_root", Schema::String())
+      .Optional("workspace_disks", Schema::Bool())
+      .Optional("workspace_images", Schema::String())
+      .Optional("max_workspaces", Schema::Int(0, 10'000))
       .Optional("seccomp_profiles", Schema::String())
       .Optional("limits", Schema::Map().Optional("default", LimitsSchema()).Optional("max", LimitsSchema()))
       .Optional("egress", Schema::Map()
@@ -128,6 +132,9 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
   c.image_store = ReadString(root, "image_store", c.image_store);
   if (root["images"].IsDefined()) c.images = ReadStringList(root, "images");
   c.workspace_root = ReadString(root, "workspace_root", "");
+  c.workspace_disks = ReadBool(root, "workspace_disks", c.workspace_disks);
+  c.workspace_images = ReadString(root, "workspace_images", "");
+  c.max_workspaces = ReadInt(root, "max_workspaces", c.max_workspaces);
   c.seccomp_profiles = ReadString(root, "seccomp_profiles", "");
   if (const YAML::Node limits = root["limits"]; limits.IsDefined()) {
     c.defaults = ReadLimits(limits["default"], c.defaults);
@@ -158,7 +165,7 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
   }
 
   // What the schema cannot express.
-  for (const char* key : {"image_store", "workspace_root", "seccomp_profiles"}) {
+  for (const char* key : {"image_store", "workspace_root", "workspace_images", "seccomp_profiles"}) {
     const YAML::Node node = root[key];
     if (node.IsDefined() && node.Scalar().rfind('/', 0) != 0) {
       return file.ErrorAt(node, key, "must be an absolute path, got \"" + node.Scalar() + "\"");
@@ -254,11 +261,31 @@ Result<NodePolicy> LoadNodePolicy(const SandboxdConfig& config) {
     if (policy.workspace_root == "/") {
       return Status::InvalidArgument("workspace_root: " + config.workspace_root + " is the host's root");
     }
+    if (config.workspace_disks) {
+      std::string images = config.workspace_images;
+      if (images.empty()) {
+        FR_ASSIGN_OR_RETURN(images, WorkspaceImagesFor(policy.workspace_root));
+      }
+      auto disks = WorkspaceDisks::Open(policy.workspace_root, images);
+      if (!disks.ok()) {
+        return disks.status().Wrap("workspace_disks (sandboxd needs root for them; workspace_disks: false binds "
+                                   "plain directories, unbounded)");
+      }
+      policy.workspace_disks = std::move(*disks);
+    }
   }
+  policy.max_workspaces = static_cast<size_t>(config.max_workspaces);
   if (!config.seccomp_profiles.empty()) {
     FR_ASSIGN_OR_RETURN(policy.seccomp_profiles, LoadSeccompProfiles(config.seccomp_profiles));
   }
   return policy;
+}
+
+Result<std::string> WorkspaceImagesFor(const std::string& canonical_root) {
+  Sha256 hash;
+  hash.Update(canonical_root.data(), canonical_root.size());
+  FR_ASSIGN_OR_RETURN(std::string hex, hash.HexDigest());
+  return std::string(kWorkspaceImageDir) + "/" + hex.substr(0, 16);
 }
 
 Result<std::vector<HttpCredential>> LoadCredentials(const SandboxdConfig& config) {

@@ -7,6 +7,9 @@
 //   image_store: /var/lib/flashroll/image-store   # image_store.h
 //   images: [python]             # served besides the built-ins host, busybox
 //   workspace_root: /srv/ws      # rw_paths only beneath it; absent: none
+//   workspace_disks: true        # rw_paths only in workspace disks (workspace_disks.h)
+//   workspace_images: DIR        # their images; default /var/lib/flashroll/workspaces/<root's hash>
+//   max_workspaces: 64
 //   seccomp_profiles: /etc/flashroll/seccomp   # NAME.json is profile NAME
 //   limits: {default: {memory, pids, cpus, disk, ttl, cpuset}, max: {...}}
 //   exec: {timeout: {default: 10m, max: 1h}, max_output: {default: 16M, max: 16M}}
@@ -43,6 +46,9 @@ struct SandboxdConfig {
   std::string image_store = kImageStoreDir;
   std::vector<std::string> images;  // names in image_store
   std::string workspace_root;       // empty: rw_paths refused
+  bool workspace_disks = true;      // false: rw_paths bind plain directories
+  std::string workspace_images;     // empty: WorkspaceImagesFor(workspace_root)
+  int64_t max_workspaces = 64;
   std::string seccomp_profiles;     // a directory; empty: only "default"
   NodeLimits defaults = NodePolicy().defaults;
   NodeLimits max = NodePolicy().max;
@@ -79,7 +85,14 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file);
 // the workspace root made canonical (it must be a directory), the profiles
 // NAME.json of the seccomp directory (each parsed and compiled, so a broken
 // one stops the start, naming its file).
+// With workspace disks, it mounts or adopts every workspace disk of the root
+// (WorkspaceDisks::Open; that needs root).
 Result<NodePolicy> LoadNodePolicy(const SandboxdConfig& config);
+
+// Where a root's workspace images are kept by default: a directory of
+// kWorkspaceImageDir named by the hash of the canonical root, so two nodes
+// with different roots never share a name.
+Result<std::string> WorkspaceImagesFor(const std::string& canonical_root);
 
 // The tokens read from their files, as HTTP credentials. Errors name
 // tokens[i].file; two entries with the same token are kInvalidArgument

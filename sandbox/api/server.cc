@@ -297,6 +297,8 @@ void SandboxServer::AddRoutes() {
                      }());
                    }, 200, kScopeExec);
 
+  AddWorkspaceRoutes();
+
   http_.HandlePublicJson(HttpMethod::kGet, "/health", [](const HttpRequest&) -> Result<Json> {
     return Json{{"status", "ok"}};
   });
@@ -307,6 +309,66 @@ void SandboxServer::AddRoutes() {
     reply.body = metrics->Render(m->List().size()) + RenderTeardownMetrics(m->teardown_stats());
     return reply;
   }, kScopeAdmin);
+}
+
+// Workspace disks are the node's, made and removed by an admin; any token
+// that may create sandboxes may see them (what to bind, how full).
+void SandboxServer::AddWorkspaceRoutes() {
+  const NodePolicy* policy = &policy_;
+  const auto disks = [policy]() -> Result<WorkspaceDisks*> {
+    if (!policy->workspace_disks) {
+      return Status::FailedPrecondition("this node has no workspace disks (its config has no workspace_root, or "
+                                        "workspace_disks: false)");
+    }
+    return policy->workspace_disks.get();
+  };
+  http_.HandleJson(HttpMethod::kPost, "/v1/workspaces", [policy, disks](const HttpRequest& request) -> Result<Json> {
+    FR_ASSIGN_OR_RETURN(WorkspaceDisks* workspaces, disks());
+    FR_ASSIGN_OR_RETURN(WorkspaceRequest asked, WorkspaceRequestFromJson(request.Body()));
+    FR_RETURN_IF_ERROR(CheckWorkspaceName(asked.name, "body.name"));
+    // As a sandbox's disk: left out, the default, else the maximum.
+    if (asked.disk_bytes == 0) asked.disk_bytes = policy->defaults.disk_bytes;
+    if (asked.disk_bytes == 0) asked.disk_bytes = policy->max.disk_bytes;
+    if (asked.disk_bytes == 0) {
+      return Status::InvalidArgument("body.disk: the workspace's size is needed (this node has no default or "
+                                     "maximum disk)");
+    }
+    if (policy->max.disk_bytes != 0 && asked.disk_bytes > policy->max.disk_bytes) {
+      return Status::PermissionDenied("body.disk: " + std::to_string(asked.disk_bytes) +
+                                      " bytes is above this node's maximum of " +
+                                      std::to_string(policy->max.disk_bytes));
+    }
+    if (workspaces->List().size() >= policy->max_workspaces) {
+      return Status::ResourceExhausted("this node holds its maximum of " + std::to_string(policy->max_workspaces) +
+                                       " workspace disks (max_workspaces)");
+    }
+    FR_ASSIGN_OR_RETURN(WorkspaceDisk made, workspaces->Create(asked.name, asked.disk_bytes));
+    return WorkspaceToJson(made);
+  }, 201, kScopeAdmin);
+  const auto may_see = [](const HttpRequest& request) -> Status {
+    if (request.Holds(kScopeAdmin) || request.Holds(kScopeCreate)) return Status::Ok();
+    return Status::PermissionDenied("token \"" + request.client +
+                                    "\" holds neither the scope create nor admin that GET /v1/workspaces needs");
+  };
+  http_.HandleJson(HttpMethod::kGet, "/v1/workspaces", [disks, may_see](const HttpRequest& request) -> Result<Json> {
+    FR_RETURN_IF_ERROR(may_see(request));
+    FR_ASSIGN_OR_RETURN(WorkspaceDisks* workspaces, disks());
+    Json list = Json::array();
+    for (const WorkspaceDisk& disk : workspaces->List()) list.push_back(WorkspaceToJson(disk));
+    return Json{{"workspaces", list}};
+  });
+  http_.HandleJson(HttpMethod::kGet, "/v1/workspaces/:name",
+                   [disks, may_see](const HttpRequest& request) -> Result<Json> {
+                     FR_RETURN_IF_ERROR(may_see(request));
+                     FR_ASSIGN_OR_RETURN(WorkspaceDisks* workspaces, disks());
+                     FR_ASSIGN_OR_RETURN(WorkspaceDisk disk, workspaces->Get(request.Param("name")));
+                     return WorkspaceToJson(disk);
+                   });
+  http_.HandleJson(HttpMethod::kDelete, "/v1/workspaces/:name", [disks](const HttpRequest& request) -> Result<Json> {
+    FR_ASSIGN_OR_RETURN(WorkspaceDisks* workspaces, disks());
+    FR_RETURN_IF_ERROR(workspaces->Remove(request.Param("name")));
+    return Json{{"name", request.Param("name")}, {"removed", true}};
+  }, 200, kScopeAdmin);
 }
 
 }  // namespace flashroll::sandbox::api

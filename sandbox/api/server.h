@@ -54,6 +54,19 @@
 //   GET    /v1/sandboxes/{id}/events?cursor=N[&wait_ms=M]  repercussion
 //          events after the cursor (wire.h); wait_ms (at most 20000)
 //          blocks until a newer one comes
+//   POST   /v1/workspaces                admin; body {"name", "disk"}: a
+//                                        workspace disk (workspace_disks.h)
+//                                        at <workspace_root>/<name>, its
+//                                        disk within the node's limits;
+//                                        201 {"name", "path", "disk",
+//                                        "used", "inodes", "used_inodes"};
+//                                        409 a taken name or a node without
+//                                        workspace disks, 429 at
+//                                        max_workspaces
+//   GET    /v1/workspaces[/{name}]       create or admin: the same objects
+//   DELETE /v1/workspaces/{name}         admin: unmounted (sandboxes that
+//                                        bind it keep it until they exit)
+//                                        and its image deleted
 //   GET    /metrics                      Prometheus text
 //   GET    /health                       {"status": "ok"}, no token needed
 //
@@ -112,6 +125,7 @@ class SandboxServer {
 
  private:
   void AddRoutes();
+  void AddWorkspaceRoutes();
 
   Manager* manager_;
   const NodePolicy policy_;

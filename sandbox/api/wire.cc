@@ -240,6 +240,20 @@ Result<int> SignalFromJson(const JsonView& body) {
 
 Json SignalToJson(int signal) { return {{"signal", signal}}; }
 
+Result<WorkspaceRequest> WorkspaceRequestFromJson(const JsonView& body) {
+  FR_RETURN_IF_ERROR(body.ExpectOnlyKeys({"name", "disk"}));
+  WorkspaceRequest request;
+  FR_ASSIGN_OR_RETURN(JsonView name, body.Get("name"));
+  FR_ASSIGN_OR_RETURN(request.name, name.AsString());
+  FR_ASSIGN_OR_RETURN(request.disk_bytes, ByteSizeField(body, "disk", 0));
+  return request;
+}
+
+Json WorkspaceToJson(const WorkspaceDisk& disk) {
+  return Json{{"name", disk.name},           {"path", disk.path},     {"disk", disk.bytes},
+              {"used", disk.used_bytes},     {"inodes", disk.inodes}, {"used_inodes", disk.used_inodes}};
+}
+
 Json EventPageToJson(const EventPage& page) {
   Json events = Json::array();
   for (const auto& event : page.events) {

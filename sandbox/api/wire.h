@@ -32,6 +32,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "sandbox/workspace_disks.h"
 #include "sandbox/events.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
@@ -89,6 +90,16 @@ Result<int> SignalFromJson(const JsonView& body);
 Json SignalToJson(int signal);
 
 Json EventPageToJson(const EventPage& page);
+
+// POST /v1/workspaces: {"name": "ws1", "disk": "256M" | bytes}; a disk
+// left out (or 0) is the node's default.
+struct WorkspaceRequest {
+  std::string name;
+  uint64_t disk_bytes = 0;
+};
+Result<WorkspaceRequest> WorkspaceRequestFromJson(const JsonView& body);
+// {"name", "path", "disk", "used", "inodes", "used_inodes"}
+Json WorkspaceToJson(const WorkspaceDisk& disk);
 // `id` fills each event's sandbox_id (the wire form leaves it out).
 Result<EventPage> EventPageFromJson(const JsonView& body, const std::string& id);
 

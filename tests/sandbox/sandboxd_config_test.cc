@@ -109,6 +109,9 @@ TEST(SandboxdConfigTest, ErrorsNameFileLineAndKey) {
               "node.yaml:4: tokens[1].name: \"a\" is also tokens[0]'s name");
   ExpectError(std::string(kMinimal) + "workspace_root: srv/ws\n",
               "node.yaml:4: workspace_root: must be an absolute path");
+  ExpectError(std::string(kMinimal) + "workspace_images: images\n", "workspace_images: must be an absolute path");
+  ExpectError(std::string(kMinimal) + "workspace_disks: sometimes\n", "workspace_disks");
+  ExpectError(std::string(kMinimal) + "max_workspaces: -1\n", "max_workspaces");
   ExpectError(std::string(kMinimal) + "seccomp_profiles: profiles\n", "seccomp_profiles: must be an absolute path");
   ExpectError(std::string(kMinimal) + "image_store: store\n", "image_store: must be an absolute path");
   ExpectError(std::string(kMinimal) + "tls: {cert: /c}\n", "tls.key: missing required key");
@@ -167,6 +170,7 @@ class SandboxdLoadTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(dir), nullptr);
     dir_ = dir;
     config_.image_store = dir_ + "/store";
+    config_.workspace_images = dir_ + "/images";  // not the host's default
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -210,6 +214,28 @@ TEST_F(SandboxdLoadTest, TheWorkspaceRootIsCanonicalAndNeverTheHostRoot) {
   EXPECT_NE(LoadNodePolicy(config_).status().message().find("is not a directory"), std::string::npos);
   config_.workspace_root = dir_ + "/missing";
   EXPECT_NE(LoadNodePolicy(config_).status().message().find("workspace_root: realpath"), std::string::npos);
+}
+
+// With a workspace root, rw paths are bounded by workspace disks unless the
+// config says workspace_disks: false; without one there are none to make.
+TEST_F(SandboxdLoadTest, AWorkspaceRootHasWorkspaceDisksUnlessTurnedOff) {
+  if (::geteuid() != 0) GTEST_SKIP() << "workspace disks need root";
+  auto bare = LoadNodePolicy(config_);
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_EQ(bare->workspace_disks, nullptr);
+  fs::create_directories(dir_ + "/ws");
+  config_.workspace_root = dir_ + "/ws";
+  config_.max_workspaces = 3;
+  auto disks = LoadNodePolicy(config_);
+  ASSERT_TRUE(disks.ok()) << disks.status().ToString();
+  ASSERT_NE(disks->workspace_disks, nullptr);
+  EXPECT_EQ(disks->workspace_disks->root(), dir_ + "/ws");
+  EXPECT_EQ(disks->max_workspaces, 3u);
+  EXPECT_TRUE(fs::is_directory(dir_ + "/images"));
+  config_.workspace_disks = false;
+  auto plain = LoadNodePolicy(config_);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->workspace_disks, nullptr);
 }
 
 TEST_F(SandboxdLoadTest, SeccompProfilesAreTheDirectorysJsonFilesCompiled) {
