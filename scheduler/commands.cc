@@ -218,7 +218,7 @@ int BenchScheduler(const std::vector<std::string>& args) {
                    "Times sample-level asynchronous against synchronous batch-level dispatch on the same engine\n"
                    "and the same workload: N groups of G agent trajectories whose turn lengths and tool times\n"
                    "are drawn from a measured quickstart run, each mode R times, interleaved, under the job's\n"
-                   "staleness gate. Prints the median wall-clock speedup with its range, and per mode the\n"
+                   "staleness gate, each tool call a command in the sample's own sandbox. Prints the median wall-clock speedup with its range, and per mode the\n"
                    "engine's busy fraction (running-sequence-seconds over capacity) and mean running batch.");
   flags.String("--model", &options.model_path, "model directory or GGUF file (default models/default)");
   flags.String("--trajectories", &options.trajectories_path, "per-sample tool ms and turn lengths (default bench/data/quickstart_trajectories.txt)");
@@ -228,8 +228,14 @@ int BenchScheduler(const std::vector<std::string>& args) {
   flags.Int("--repeats", &options.repeats, "runs of each mode, interleaved (default 3)");
   flags.Int("--threads", &threads, "engine threads (default all cores)");
   flags.Int("--seed", &seed, "workload seed (default 1)");
+  std::string tools = "sandbox";
+  flags.String("--tools", &tools, "sandbox: each sample a sandbox, each tool call python3 in it (default); sleep: waits");
   flags.Bool("--json", &json, "print JSON");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
+  if (tools != "sandbox" && tools != "sleep") {
+    return ReportFailure(Status::InvalidArgument("--tools: '" + tools + "' is not one of sandbox, sleep"));
+  }
+  options.tools = tools == "sandbox" ? BenchTools::kSandbox : BenchTools::kSleep;
   options.threads = static_cast<int>(threads);
   options.seed = static_cast<uint64_t>(seed);
   std::fprintf(stderr, "bench scheduler: %lld groups x %lld, %lld in flight: synchronous and asynchronous, %lld times each...\n",

@@ -13,6 +13,7 @@
 
 #include "engine/models/model.h"
 #include "engine/serving/engine.h"
+#include "sandbox/sandbox.h"
 #include "scheduler/sample_scheduler.h"
 #include "tasks/rng.h"
 
@@ -52,14 +53,36 @@ Result<std::vector<Trajectory>> LoadTrajectories(const std::string& path) {
 
 struct ModeResult {
   double seconds = 0, busy_fraction = 0, mean_batch = 0;
+  std::vector<double> tool_seconds;  // each tool call's wall clock
 };
 
 constexpr int64_t kPromptTokens = 120;  // about the scaffold's system prompt and a task
 constexpr int64_t kToolTokens = 40;     // a typical tool result
 
+// A tool call of `ms`: python3 started in the sample's sandbox that returns
+// once `ms` have passed since the call was sent (the host's clock: a
+// sandbox has no time namespace), so a call costs the recorded time or
+// what starting it costs, whichever is more.
+Status RunTool(sandbox::Manager& manager, const std::string& id, int64_t ms) {
+  const double deadline =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() +
+      static_cast<double>(ms) / 1000.0;
+  sandbox::ExecRequest request;
+  request.argv = {"python3", "-c", "import sys, time; time.sleep(max(0.0, float(sys.argv[1]) - time.time()))",
+                  std::to_string(deadline)};
+  request.timeout = std::chrono::milliseconds(ms + 60'000);
+  FR_ASSIGN_OR_RETURN(sandbox::ExecResult result, manager.Exec(id, request));
+  if (result.exit_code != 0) {
+    return Status::Internal("bench scheduler: the tool exited with " + std::to_string(result.exit_code) + ": " +
+                            result.stderr_data);
+  }
+  return Status::Ok();
+}
+
 // Runs the workload under one dispatch mode on a fresh engine.
+// `sandboxes`: where the tools run; null for sleeping tools.
 Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkOptions& options,
-                           const std::vector<Trajectory>& pool, bool synchronous) {
+                           const std::vector<Trajectory>& pool, bool synchronous, sandbox::Manager* sandboxes) {
   engine::EngineOptions engine_options;
   engine_options.threads = options.threads;
   engine_options.max_running = options.in_flight;
@@ -82,6 +105,7 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
   std::mutex mu;
   std::condition_variable cv;
   Status first_error;
+  std::vector<double> tool_seconds;  // guarded by mu
   const int32_t vocab = static_cast<int32_t>(model.config().vocab_size);
   auto run_sample = [&](const SampleTicket& t) -> Status {
     // The same (group, slot) draws the same trajectory in both modes.
@@ -89,6 +113,17 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
     const Trajectory& traj = pool[rng.Next() % pool.size()];
     std::vector<int32_t> conversation;
     for (int64_t i = 0; i < kPromptTokens; ++i) conversation.push_back(static_cast<int32_t>(rng.Next() % static_cast<uint64_t>(vocab)));
+    std::string sandbox_id;
+    if (sandboxes != nullptr) {
+      FR_ASSIGN_OR_RETURN(sandbox_id, sandboxes->Create(sandbox::SandboxSpec()));
+    }
+    struct DestroyOnExit {
+      sandbox::Manager* manager;
+      const std::string& id;
+      ~DestroyOnExit() {
+        if (manager != nullptr) (void)manager->Destroy(id);
+      }
+    } destroy{sandboxes, sandbox_id};
     for (size_t turn = 0; turn < traj.turn_tokens.size(); ++turn) {
       engine::GenerationRequest request;
       request.prompt = conversation;
@@ -99,7 +134,17 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
       FR_ASSIGN_OR_RETURN(std::vector<engine::Choice> choices, engine->Generate(std::move(request)));
       conversation.insert(conversation.end(), choices[0].tokens.begin(), choices[0].tokens.end());
       if (turn + 1 < traj.turn_tokens.size()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(traj.tool_ms / static_cast<int64_t>(traj.turn_tokens.size() - 1)));
+        const int64_t share = traj.tool_ms / static_cast<int64_t>(traj.turn_tokens.size() - 1);
+        const auto called = Clock::now();
+        if (sandboxes != nullptr) {
+          FR_RETURN_IF_ERROR(RunTool(*sandboxes, sandbox_id, share));
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(share));
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          tool_seconds.push_back(std::chrono::duration<double>(Clock::now() - called).count());
+        }
         for (int64_t i = 0; i < kToolTokens; ++i) conversation.push_back(static_cast<int32_t>(rng.Next() % static_cast<uint64_t>(vocab)));
       }
     }
@@ -159,6 +204,7 @@ Result<ModeResult> RunMode(const engine::Model& model, const SchedulerBenchmarkO
   result.busy_fraction =
       monitored_seconds > 0 ? running_seconds / (static_cast<double>(options.in_flight) * monitored_seconds) : 0.0;
   result.mean_batch = active_seconds > 0 ? running_seconds / active_seconds : 0.0;
+  result.tool_seconds = std::move(tool_seconds);
   return result;
 }
 
@@ -179,12 +225,16 @@ Result<Json> RunSchedulerBenchmark(const SchedulerBenchmarkOptions& options) {
   }
   FR_ASSIGN_OR_RETURN(std::vector<Trajectory> pool, LoadTrajectories(options.trajectories_path));
   FR_ASSIGN_OR_RETURN(std::unique_ptr<engine::Model> model, engine::Model::Load(options.model_path));
+  std::unique_ptr<sandbox::Manager> sandboxes;
+  if (options.tools == BenchTools::kSandbox) {
+    FR_ASSIGN_OR_RETURN(sandboxes, sandbox::Manager::Open());
+  }
   std::vector<ModeResult> sync, async;
   Json order = Json::array();
   for (int64_t r = 0; r < options.repeats; ++r) {
     // ABBA: sync first in even rounds, async first in odd ones.
     for (bool synchronous : {r % 2 == 0, r % 2 != 0}) {
-      FR_ASSIGN_OR_RETURN(ModeResult result, RunMode(*model, options, pool, synchronous));
+      FR_ASSIGN_OR_RETURN(ModeResult result, RunMode(*model, options, pool, synchronous, sandboxes.get()));
       (synchronous ? sync : async).push_back(result);
       order.push_back(synchronous ? "sync" : "async");
     }
@@ -198,14 +248,19 @@ Result<Json> RunSchedulerBenchmark(const SchedulerBenchmarkOptions& options) {
               {"group_size", options.group_size},
               {"in_flight", options.in_flight},
               {"repeats", options.repeats},
+              {"tools", options.tools == BenchTools::kSandbox ? "sandbox" : "sleep"},
               {"order", order}};
   for (const auto& [suffix, runs] : {std::pair{"_sync", &sync}, std::pair{"_async", &async}}) {
-    std::vector<double> seconds, busy, batch;
+    std::vector<double> seconds, busy, batch, tools, calls;
     for (const ModeResult& m : *runs) {
       seconds.push_back(m.seconds);
       busy.push_back(m.busy_fraction);
       batch.push_back(m.mean_batch);
+      tools.insert(tools.end(), m.tool_seconds.begin(), m.tool_seconds.end());
+      calls.push_back(static_cast<double>(m.tool_seconds.size()));
     }
+    out[std::string("tool_seconds") + suffix] = tools.empty() ? 0.0 : Median(tools);
+    out[std::string("runs_tool_calls") + suffix] = calls;
     out[std::string("seconds") + suffix] = Median(seconds);
     out[std::string("busy_fraction") + suffix] = Median(busy);
     out[std::string("mean_batch") + suffix] = Median(batch);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace flashroll {
 namespace {
@@ -23,6 +24,7 @@ TEST(SchedulerBenchmarkTest, BothModesRunTheSameWorkload) {
   options.in_flight = 4;
   options.threads = 1;
   options.repeats = 3;
+  options.tools = BenchTools::kSleep;
   auto result = RunSchedulerBenchmark(options);
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   const Json& r = *result;
@@ -55,6 +57,30 @@ TEST(SchedulerBenchmarkTest, BothModesRunTheSameWorkload) {
   EXPECT_EQ(r["groups"], 3);
   EXPECT_EQ(r["group_size"], 2);
   EXPECT_EQ(r["in_flight"], 4);
+}
+
+// The default tools are commands in a sandbox of each sample's own: every
+// tool call of the workload runs there, and none returns before its share
+// of the recorded tool time.
+TEST(SchedulerBenchmarkTest, ToolCallsRunInTheSamplesSandboxes) {
+  if (::geteuid() != 0) GTEST_SKIP() << "sandboxed tools need root";
+  SchedulerBenchmarkOptions options;
+  // Every sample: three turns, so two tool calls of 150 ms each.
+  options.trajectories_path = WriteTrajectories("tools.txt", "300 2 2 2\n");
+  options.groups = 2;
+  options.group_size = 2;
+  options.in_flight = 4;
+  options.threads = 1;
+  options.repeats = 1;
+  auto result = RunSchedulerBenchmark(options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const Json& r = *result;
+  EXPECT_EQ(r["tools"], "sandbox");
+  for (const char* mode : {"_sync", "_async"}) {
+    EXPECT_EQ(r[std::string("runs_tool_calls") + mode], Json({8.0})) << mode;
+    EXPECT_GE(r[std::string("tool_seconds") + mode].get<double>(), 0.15) << mode;
+  }
+  EXPECT_EQ(r["runs_tool_calls_sync"], r["runs_tool_calls_async"]);  // the same workload
 }
 
 TEST(SchedulerBenchmarkTest, BadTrajectoryLinesNameFileAndLine) {
