@@ -13,6 +13,7 @@
 #include "common/child_process.h"
 #include "common/log.h"
 #include "sandbox/apparmor_profile.h"
+#include "sandbox/kept.h"
 #include "sandbox/naming.h"
 #include "sandbox/sha256.h"
 #include "sandbox/unique_fd.h"
@@ -186,7 +187,8 @@ Result<std::vector<std::string>> ReclaimAppArmorProfiles() {
   for (std::string line; std::getline(lines, line);) {
     const std::string name = line.substr(0, line.find(' '));
     if (name.rfind(std::string(kProfilePrefix) + kNamePrefix, 0) != 0) continue;
-    if (OwnerAlive(name.substr(sizeof(kProfilePrefix) - 1))) continue;
+    const std::string owner = name.substr(sizeof(kProfilePrefix) - 1);
+    if (OwnerAlive(owner) || KeptAlive(owner)) continue;
     FR_RETURN_IF_ERROR(WriteRemove(name).Wrap("reclaim"));
     log::Info("sandbox apparmor profile reclaimed", {{"profile", name}});
     removed.push_back(name);

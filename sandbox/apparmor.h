@@ -74,6 +74,13 @@ class AppArmorProfiles {
     // Lets go; the last lease unloads the profile and returns how that
     // went. OK when it holds nothing.
     Status Release();
+    // Lets go without unloading the profile (a kept sandbox whose manager
+    // stops, sandbox.h: its init still runs in it).
+    void Abandon() {
+      state_.reset();
+      key_.clear();
+      name_.clear();
+    }
     // The profile's name, empty when the lease holds nothing.
     const std::string& name() const { return name_; }
 

@@ -85,6 +85,14 @@ class Cgroup {
   };
   virtual Result<OomNotifier> OpenOomNotifier() = 0;
 
+  // Whether the sandbox is frozen now (cgroup.events).
+  virtual Result<bool> Frozen() = 0;
+
+  // Forgets the cgroups without touching them: the destructor then leaves
+  // the directories and their processes (a kept sandbox whose manager
+  // stops, sandbox.h).
+  virtual void Abandon() = 0;
+
   // Removes every directory. Processes must be gone (killed and reaped);
   // retries briefly while the kernel finishes tearing them down. Returns
   // kIoError naming the directory that could not be removed.
@@ -108,6 +116,10 @@ class CgroupBackend {
   // layout cannot apply is an error, never skipped. Returns kAlreadyExists
   // if `name` is taken.
   virtual Result<std::unique_ptr<Cgroup>> Create(const std::string& name, const CgroupLimits& limits) = 0;
+
+  // The cgroups of a sandbox that exist already (a kept sandbox a manager
+  // before this one created): kNotFound when they are gone.
+  virtual Result<std::unique_ptr<Cgroup>> Adopt(const std::string& name) = 0;
 
   // Names of all sandbox cgroups that exist now, from any manager.
   virtual Result<std::vector<std::string>> List() = 0;

@@ -65,6 +65,16 @@ class HybridCgroup : public Cgroup {
     return Status::Ok();
   }
 
+  // Takes over cgroups that exist (Adopt): the hierarchies it joined are
+  // those whose directory is there.
+  Status Open() {
+    if (::access(v2_dir_.c_str(), F_OK) != 0) return Status::NotFound("cgroup " + name() + ": " + v2_dir_ + " is gone");
+    for (size_t i = 0; i < kControllers.size(); ++i) {
+      joined_[i] = created_v1_[i] = ::access(v1_dirs_[i].c_str(), F_OK) == 0;
+    }
+    return Status::Ok();
+  }
+
   int clone_into_fd() const override { return v2_fd_.get(); }
 
   Status ApplyLimits(const CgroupLimits& limits) override {
@@ -107,6 +117,17 @@ class HybridCgroup : public Cgroup {
   Status Kill() override { return cgroupfs::V2Kill(v2_dir_); }
 
   Status SetFrozen(bool frozen) override { return cgroupfs::V2SetFrozen(v2_dir_, frozen); }
+
+  Result<bool> Frozen() override {
+    FR_ASSIGN_OR_RETURN(uint64_t frozen, cgroupfs::ReadKey(v2_dir_, "cgroup.events", "frozen"));
+    return frozen == 1;
+  }
+
+  void Abandon() override {
+    procs_fds_.clear();
+    v2_fd_.reset();
+    removed_ = true;
+  }
 
   Result<uint64_t> OomKillCount() override {
     return cgroupfs::ReadKey(v1_dirs_[kMemory], "memory.oom_control", "oom_kill");
@@ -185,6 +206,14 @@ class HybridBackend : public CgroupBackend {
     for (const char* controller : kControllers) v1_dirs.push_back(V1Base(controller) + "/" + name);
     auto cgroup = std::make_unique<HybridCgroup>(name, v2_root_ + "/flashroll/" + name, std::move(v1_dirs));
     FR_RETURN_IF_ERROR(cgroup->Init(limits, default_cpus_, default_mems_).Wrap("cgroup " + name));
+    return std::unique_ptr<Cgroup>(std::move(cgroup));
+  }
+
+  Result<std::unique_ptr<Cgroup>> Adopt(const std::string& name) override {
+    std::vector<std::string> v1_dirs;
+    for (const char* controller : kControllers) v1_dirs.push_back(V1Base(controller) + "/" + name);
+    auto cgroup = std::make_unique<HybridCgroup>(name, v2_root_ + "/flashroll/" + name, std::move(v1_dirs));
+    FR_RETURN_IF_ERROR(cgroup->Open());
     return std::unique_ptr<Cgroup>(std::move(cgroup));
   }
 

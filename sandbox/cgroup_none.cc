@@ -31,6 +31,8 @@ class NoCgroup : public Cgroup {
     notifier.events = EPOLLIN;
     return notifier;
   }
+  Result<bool> Frozen() override { return false; }
+  void Abandon() override {}
   Status Remove() override { return Status::Ok(); }
 };
 
@@ -39,6 +41,9 @@ class NoCgroupBackend : public CgroupBackend {
   const char* layout() const override { return "none"; }
   Result<std::unique_ptr<Cgroup>> Create(const std::string& name, const CgroupLimits&) override {
     return std::unique_ptr<Cgroup>(new NoCgroup(name));
+  }
+  Result<std::unique_ptr<Cgroup>> Adopt(const std::string& name) override {
+    return Status::FailedPrecondition("cgroup " + name + ": kept sandboxes need cgroups (a manager with root)");
   }
   Result<std::vector<std::string>> List() override { return std::vector<std::string>(); }
   Status RemoveLeftover(const std::string&) override { return Status::Ok(); }

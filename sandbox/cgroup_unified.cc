@@ -28,6 +28,13 @@ class UnifiedCgroup : public Cgroup {
     }
   }
 
+  // Takes over cgroups that exist (Adopt).
+  Status Open() {
+    if (::access(dir_.c_str(), F_OK) != 0) return Status::NotFound("cgroup " + name() + ": " + dir_ + " is gone");
+    created_ = true;
+    return Status::Ok();
+  }
+
   Status Init(const CgroupLimits& limits) {
     FR_RETURN_IF_ERROR(cgroupfs::MakeDir(dir_));
     created_ = true;
@@ -59,6 +66,14 @@ class UnifiedCgroup : public Cgroup {
   }
   Status Kill() override { return cgroupfs::V2Kill(dir_); }
   Status SetFrozen(bool frozen) override { return cgroupfs::V2SetFrozen(dir_, frozen); }
+  Result<bool> Frozen() override {
+    FR_ASSIGN_OR_RETURN(uint64_t frozen, cgroupfs::ReadKey(dir_, "cgroup.events", "frozen"));
+    return frozen == 1;
+  }
+  void Abandon() override {
+    fd_.reset();
+    removed_ = true;
+  }
   Result<uint64_t> OomKillCount() override { return cgroupfs::ReadKey(dir_, "memory.events", "oom_kill"); }
 
   Result<OomNotifier> OpenOomNotifier() override {
@@ -114,6 +129,12 @@ class UnifiedBackend : public CgroupBackend {
   Result<std::unique_ptr<Cgroup>> Create(const std::string& name, const CgroupLimits& limits) override {
     auto cgroup = std::make_unique<UnifiedCgroup>(name, Base() + "/" + name);
     FR_RETURN_IF_ERROR(cgroup->Init(limits).Wrap("cgroup " + name));
+    return std::unique_ptr<Cgroup>(std::move(cgroup));
+  }
+
+  Result<std::unique_ptr<Cgroup>> Adopt(const std::string& name) override {
+    auto cgroup = std::make_unique<UnifiedCgroup>(name, Base() + "/" + name);
+    FR_RETURN_IF_ERROR(cgroup->Open());
     return std::unique_ptr<Cgroup>(std::move(cgroup));
   }
 

@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "sandbox/caps.h"
 #include "sandbox/child_status.h"
+#include "sandbox/init_binary.h"
 #include "sandbox/landlock.h"
 #include "sandbox/mount.h"
 #include "sandbox/rlimits.h"
@@ -45,6 +46,9 @@ struct ContainPlan {
   std::string apparmor_exec;
   const SeccompProgram* seccomp = nullptr;  // process-lifetime
   int init_fd = -1;                         // process-lifetime memfd
+  // A kept sandbox's (init_protocol.h): the listening socket and uid range
+  // lock its init holds (owned by the caller), its orphan and TTL deadlines.
+  InitKeep keep;
 };
 
 // The Landlock rules every sandbox of `spec` runs under (see contain.cc).

@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "sandbox/init_protocol.h"
 
 // Defined by the generated init_blob.c (see sandbox/CMakeLists.txt).
@@ -58,7 +60,15 @@ Result<int> InitBinaryFd() {
   return fd;
 }
 
-ChildStatus ExecInitChild(int init_fd, int control_fd) {
+ChildStatus ExecInitChild(int init_fd, int control_fd, const InitKeep& keep) {
+  // A kept sandbox's descriptors out of the way of 3, 4 and 5 first: each
+  // of those numbers may hold one of them (or the control socket).
+  int listen_fd = -1, range_lock_fd = -1;
+  if (keep.listen_fd >= 0) {
+    listen_fd = ::fcntl(keep.listen_fd, F_DUPFD_CLOEXEC, FR_INIT_RANGE_LOCK_FD + 1);
+    range_lock_fd = ::fcntl(keep.range_lock_fd, F_DUPFD_CLOEXEC, FR_INIT_RANGE_LOCK_FD + 1);
+    if (listen_fd < 0 || range_lock_fd < 0) return ChildStatus::Errno("init", "fcntl(F_DUPFD)", "keep");
+  }
   const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd < 0) return ChildStatus::Errno("init", "open", "/dev/null");
   for (int fd = 0; fd < 3; ++fd) {
@@ -69,12 +79,23 @@ ChildStatus ExecInitChild(int init_fd, int control_fd) {
   } else if (::dup3(control_fd, FR_INIT_CONTROL_FD, 0) < 0) {
     return ChildStatus::Errno("init", "dup3", "control");
   }
+  int last = FR_INIT_CONTROL_FD;
+  char keep_arg[48] = "";
+  if (listen_fd >= 0) {
+    if (::dup3(listen_fd, FR_INIT_LISTEN_FD, 0) < 0) return ChildStatus::Errno("init", "dup3", "listen");
+    if (::dup3(range_lock_fd, FR_INIT_RANGE_LOCK_FD, 0) < 0) {
+      return ChildStatus::Errno("init", "dup3", "range lock");
+    }
+    last = FR_INIT_RANGE_LOCK_FD;
+    std::snprintf(keep_arg, sizeof(keep_arg), "%lld:%lld", static_cast<long long>(keep.orphan_ms),
+                  static_cast<long long>(keep.expires_ms));
+  }
   // Everything the manager had open stays behind.
-  if (::syscall(SYS_close_range, FR_INIT_CONTROL_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+  if (::syscall(SYS_close_range, last + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     return ChildStatus::Errno("init", "close_range(CLOSE_RANGE_CLOEXEC)", nullptr);
   }
   char arg0[] = "flashroll-init";
-  char* const argv[] = {arg0, nullptr};
+  char* const argv[] = {arg0, listen_fd >= 0 ? keep_arg : nullptr, nullptr};
   char* const envp[] = {nullptr};
   ::syscall(SYS_execveat, init_fd, "", argv, envp, AT_EMPTY_PATH);
   return ChildStatus::Errno("init", "execveat", "flashroll-init");

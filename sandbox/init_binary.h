@@ -8,6 +8,8 @@
 // Thread safety: InitBinaryFd may be called from any thread.
 #pragma once
 
+#include <cstdint>
+
 #include "common/status.h"
 #include "sandbox/child_status.h"
 
@@ -18,9 +20,19 @@ namespace flashroll::sandbox {
 // cannot be created or sealed.
 Result<int> InitBinaryFd();
 
-// Child side, last step: makes `control_fd` fd 3, points 0-2 at /dev/null,
+// What a kept sandbox's init gets besides its control socket
+// (init_protocol.h). listen_fd -1: not kept.
+struct InitKeep {
+  int listen_fd = -1;
+  int range_lock_fd = -1;
+  int64_t orphan_ms = 0;
+  int64_t expires_ms = 0;  // CLOCK_REALTIME; 0: no TTL
+};
+
+// Child side, last step: makes `control_fd` fd 3 (and a kept sandbox's
+// listening socket and range lock fds 4 and 5), points 0-2 at /dev/null,
 // closes every other descriptor on exec and executes the init. Returns only
 // on failure.
-ChildStatus ExecInitChild(int init_fd, int control_fd);
+ChildStatus ExecInitChild(int init_fd, int control_fd, const InitKeep& keep);
 
 }  // namespace flashroll::sandbox

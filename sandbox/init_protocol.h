@@ -19,6 +19,15 @@
  * The init is inside the sandbox and so untrusted: the manager checks every
  * message it receives.
  *
+ * A kept sandbox (sandbox.h, Options::keep_sandboxes) outlives its
+ * manager: its init also holds a listening SOCK_SEQPACKET socket on fd 4
+ * (bound by the manager at a root-only host path, kept.h) and the lock of
+ * its uid range on fd 5, and gets argv[1] "ORPHAN_MS:EXPIRES_MS". When the
+ * control socket closes it keeps running and accepts the next manager's
+ * connection as its control socket; after ORPHAN_MS without one, or at
+ * EXPIRES_MS (CLOCK_REALTIME ms; 0: none), it exits, ending the sandbox.
+ * Without fd 4 the init exits as soon as the control socket closes.
+ *
  * Shared by C (the init, sandbox/init/sandbox_init.c) and C++.
  */
 #ifndef FLASHROLL_SANDBOX_INIT_PROTOCOL_H_
@@ -27,6 +36,8 @@
 #include <stdint.h>
 
 #define FR_INIT_CONTROL_FD 3
+#define FR_INIT_LISTEN_FD 4
+#define FR_INIT_RANGE_LOCK_FD 5
 #define FR_INIT_MAX_MESSAGE (256 * 1024)
 
 enum fr_init_message_type {

@@ -8,10 +8,7 @@
 
 namespace flashroll::sandbox {
 
-namespace {
-
-// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or 0.
-unsigned long long StartTime(long pid) {
+unsigned long long ProcessStartTime(long pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/stat";
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
@@ -36,8 +33,6 @@ unsigned long long StartTime(long pid) {
   return std::strtoull(p, nullptr, 10);
 }
 
-}  // namespace
-
 const std::string& OwnNamePrefix() {
   // Recomputed in a forked child: it is another manager, and its sandboxes
   // must not carry (and be protected by) its parent's name. Prefixes are
@@ -53,7 +48,7 @@ const std::string& OwnNamePrefix() {
   const Prefix* seen = current.load();
   while (seen == nullptr || seen->pid != pid) {
     auto* fresh = new Prefix{std::string(kNamePrefix) + std::to_string(pid) + "-" +
-                                 std::to_string(StartTime(pid)) + "-",
+                                 std::to_string(ProcessStartTime(pid)) + "-",
                              pid, seen};
     if (current.compare_exchange_strong(seen, fresh)) return fresh->text;
     delete fresh;  // another thread got there first; `seen` now holds its prefix
@@ -76,7 +71,7 @@ bool OwnerAlive(const std::string& name) {
   p = end + 1;
   const unsigned long long start = std::strtoull(p, &end, 10);
   if (end == p || *end != '-') return false;
-  return StartTime(pid) == start && start != 0;
+  return ProcessStartTime(pid) == start && start != 0;
 }
 
 }  // namespace flashroll::sandbox

@@ -22,6 +22,10 @@ std::string NewSandboxName();
 // forked child gets its own).
 const std::string& OwnNamePrefix();
 
+// Field 22 of /proc/<pid>/stat (the start time in clock ticks since boot),
+// or 0 when there is no such process: with the pid, a process's identity.
+unsigned long long ProcessStartTime(long pid);
+
 // True when the manager that created `name` is still running. A name that
 // does not parse is treated as a leftover (false).
 bool OwnerAlive(const std::string& name);

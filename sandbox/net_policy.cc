@@ -224,6 +224,18 @@ NetPolicyAttachment::~NetPolicyAttachment() {
   if (!status.ok()) log::Warn("net policy detach failed", {{"error", status.ToString()}});
 }
 
+void NetPolicyAttachment::Abandon() {
+  for (bpf_link*& link : links_) {
+    if (link == nullptr) continue;
+    bpf_link__disconnect(link);  // destroy then only closes our descriptor
+    bpf_link__destroy(link);
+    link = nullptr;
+  }
+  pin_dir_.clear();
+  state_.reset();
+  cgroup_id_ = 0;
+}
+
 Status NetPolicyAttachment::Detach() {
   if (state_ == nullptr) return Status::Ok();
   // Links first, so no program runs for the cgroup once its entries are gone

@@ -83,6 +83,11 @@ class NetPolicyAttachment {
   // afterwards either way.
   Status Detach();
 
+  // Lets go of the links without detaching them, and leaves the map
+  // entries: the pinned links keep the policy on the cgroup (a kept sandbox
+  // whose manager stops, sandbox.h). The handle is empty afterwards.
+  void Abandon();
+
   bool attached() const { return state_ != nullptr; }
   uint64_t cgroup_id() const { return cgroup_id_; }
 

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "sandbox/apparmor.h"
 #include "sandbox/bpf_pins.h"
+#include "sandbox/kept.h"
 #include "sandbox/naming.h"
 #include "sandbox/veth.h"
 
@@ -32,6 +33,8 @@ Result<Reclaimed> Reclaim(CgroupBackend& backend, const std::function<bool(const
   // By owner, the name up to its last '-' (prefix, pid, start time).
   std::map<std::string, bool, std::less<>> alive;
   for (const auto& name : all) {
+    // A kept sandbox outlives its manager while its init lives (kept.h).
+    if (KeptAlive(name)) continue;
     const std::string_view owner = std::string_view(name).substr(0, name.rfind('-'));
     auto it = alive.find(owner);
     if (it == alive.end()) it = alive.emplace(std::string(owner), owner_alive(name)).first;

@@ -14,6 +14,8 @@
 // with a TTL is destroyed when it expires. Open() first reclaims the cgroups (and
 // veths, pinned BPF links, AppArmor profiles) of sandboxes whose manager was
 // killed (see naming.h, reclaim.h); one that cannot go yet goes to the reaper.
+// With Options::keep_sandboxes (sandboxd's choice) sandboxes outlive the
+// manager instead, and the next one adopts them (kept.h).
 // Crashes (OOM kill, PID 1 exit, root filesystem damage) are reported as
 // repercussion events (events.h, crash_watcher.h); a sandbox whose PID 1
 // died is destroyed.
@@ -32,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -144,6 +147,13 @@ class Manager {
     uint32_t userns_base = uint32_t{1} << 30;
     uint32_t userns_width = 65536;
     uint32_t userns_slots = 16384;
+    // Sandboxes outlive this manager (kept.h; the node agent's choice):
+    // its destructor leaves them running, and when it is killed their inits
+    // wait for the next manager, which adopts them (Adopt). One that no
+    // manager adopts within `orphan_timeout` (or by its TTL) ends on its
+    // own. Root only; kept sandboxes start cold (no warm pool).
+    bool keep_sandboxes = false;
+    std::chrono::milliseconds orphan_timeout{std::chrono::hours(1)};
   };
 
   // Raises the process's soft descriptor limit to its hard limit (a live
@@ -173,6 +183,27 @@ class Manager {
   // kResourceExhausted when every uid range is held, otherwise the failing
   // step (nothing is left behind on failure).
   Result<std::string> Create(const SandboxSpec& spec, const std::string& client_key = "");
+
+  // With Options::keep_sandboxes: the kept sandboxes whose manager is gone
+  // and whose init still runs, ready to Adopt, with the annotation each
+  // was given (Annotate). Empty otherwise.
+  std::vector<std::pair<std::string, std::string>> Orphans();
+
+  // Takes over orphan `id` (its init, cgroups, network policy and disk stay
+  // as they are): it is this manager's from now on, as if created here
+  // with `spec` and `client_key` (the owner keeps them, e.g. in the
+  // annotation). kNotFound when it is gone, kFailedPrecondition when
+  // another live manager holds it.
+  Status Adopt(const std::string& id, const SandboxSpec& spec, const std::string& client_key = "");
+
+  // Ends orphan `id` without adopting it (an owner that no longer knows
+  // it): kills it and removes what is left of it.
+  Status DiscardOrphan(const std::string& id);
+
+  // Stores `annotation` in kept sandbox `id`'s record (kept.h), for
+  // Orphans() to hand to the next manager. kFailedPrecondition when
+  // sandboxes are not kept.
+  Status Annotate(const std::string& id, const std::string& annotation);
 
   // Runs a command and waits for it. A command that cannot be started is a
   // result with start_errno set, not an error. Returns kNotFound for an

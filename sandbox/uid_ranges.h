@@ -62,6 +62,9 @@ class UidRangeLease {
   bool held() const { return state_ != nullptr; }
   uint32_t slot() const { return slot_; }
   IdRange range() const { return range_; }
+  // The open lock file whose flock holds the slot (-1 when none): a kept
+  // sandbox's init holds a copy, so the slot stays held as long as it runs.
+  int lock_fd() const { return lock_.get(); }
 
   // For a sandbox whose teardown failed (processes may be left in the
   // range): the slot stays held until this process exits.

@@ -21,6 +21,7 @@
 #include <fstream>
 
 #include "common/log.h"
+#include "sandbox/kept.h"
 #include "sandbox/naming.h"
 #include "sandbox/unique_fd.h"
 
@@ -332,7 +333,7 @@ Result<std::vector<std::string>> ReclaimVeths() {
       // Not named yet: its creator's pid is in the group.
       const long creator = std::strtol(ReadAttr(name, "netdev_group").c_str(), nullptr, 10);
       if (creator > 0 && (::kill(static_cast<pid_t>(creator), 0) == 0 || errno == EPERM)) continue;
-    } else if (OwnerAlive(owner)) {
+    } else if (OwnerAlive(owner) || KeptAlive(owner)) {
       continue;
     }
     const int index = static_cast<int>(::if_nametoindex(name.c_str()));

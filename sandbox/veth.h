@@ -68,6 +68,10 @@ class Veth {
   // touched). Returns OK also when it is already gone.
   Status Remove();
 
+  // Forgets the pair without deleting it (a kept sandbox whose manager
+  // stops, sandbox.h); the handle owns nothing afterwards.
+  void Abandon() { host_index_ = 0; }
+
   const std::string& host_name() const { return host_name_; }
   const VethChildPlan& child_plan() const { return child_; }
   uint32_t host_address() const { return child_.gateway; }  // network byte order

@@ -11,7 +11,8 @@
  *
  * Protocol: see sandbox/init_protocol.h. When the manager's end of the
  * control socket closes, init exits and the kernel kills the whole
- * sandbox with it.
+ * sandbox with it, unless the sandbox is kept: then it waits for the next
+ * manager on its listening socket, for a bounded time.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sandbox/init_protocol.h"
@@ -39,7 +41,27 @@ struct running {
 };
 
 static struct running g_running[MAX_EXECS];
-static int g_control = FR_INIT_CONTROL_FD;
+static int g_control = FR_INIT_CONTROL_FD; /* -1 while a kept sandbox has no manager */
+static int g_listen = -1;                  /* kept: where the next manager connects */
+static long long g_orphan_ms = 0;          /* kept: how long to wait for one */
+static long long g_expires_ms = 0;         /* kept: the sandbox's TTL, CLOCK_REALTIME ms; 0: none */
+static long long g_orphan_deadline = 0;    /* while g_control is -1: when to end the sandbox */
+
+static long long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* The manager's end closed: the sandbox ends with it, or a kept one waits
+ * for the next manager until its deadline. */
+static void lose_manager(void) {
+  if (g_listen < 0) _exit(0);
+  if (g_control >= 0) close(g_control);
+  g_control = -1;
+  g_orphan_deadline = now_ms() + g_orphan_ms;
+  if (g_expires_ms > 0 && g_expires_ms < g_orphan_deadline) g_orphan_deadline = g_expires_ms;
+}
 
 static void send_header(uint32_t type, uint32_t exec_id, int32_t value, int32_t value2, uint32_t stage) {
   struct fr_init_header h;
@@ -49,7 +71,8 @@ static void send_header(uint32_t type, uint32_t exec_id, int32_t value, int32_t 
   h.value = value;
   h.value2 = value2;
   h.reserved = stage;
-  if (send(g_control, &h, sizeof(h), MSG_NOSIGNAL) < 0) _exit(0);
+  if (g_control < 0) return; /* no manager to tell: the next one does not know the exec */
+  if (send(g_control, &h, sizeof(h), MSG_NOSIGNAL) < 0) lose_manager();
 }
 
 /* Searches PATH from the command's own environment, as a shell would. */
@@ -386,8 +409,25 @@ static void reap(void) {
   }
 }
 
-int main(void) {
+/* argv[1] of a kept sandbox: "ORPHAN_MS:EXPIRES_MS". */
+static void parse_keep(int argc, char** argv) {
+  if (argc < 2 || fcntl(FR_INIT_LISTEN_FD, F_GETFD) < 0) return;
+  char* end = NULL;
+  long long orphan = strtoll(argv[1], &end, 10);
+  if (end == argv[1] || *end != ':' || orphan < 0) return;
+  char* rest = end + 1;
+  long long expires = strtoll(rest, &end, 10);
+  if (end == rest || *end != '\0' || expires < 0) return;
+  g_listen = FR_INIT_LISTEN_FD;
+  g_orphan_ms = orphan;
+  g_expires_ms = expires;
+  fcntl(g_listen, F_SETFD, FD_CLOEXEC);
+  fcntl(FR_INIT_RANGE_LOCK_FD, F_SETFD, FD_CLOEXEC); /* held, never read */
+}
+
+int main(int argc, char** argv) {
   fcntl(g_control, F_SETFD, FD_CLOEXEC);
+  parse_keep(argc, argv);
   /* No process in the sandbox may read or write this one's memory. */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   sigset_t mask;
@@ -399,8 +439,16 @@ int main(void) {
   char* buf = malloc(FR_INIT_MAX_MESSAGE);
   if (buf == NULL) return 1;
   for (;;) {
-    struct pollfd p[2] = {{g_control, POLLIN, 0}, {sfd, POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) {
+    /* Without a manager, a kept sandbox's init listens for the next one. */
+    const int orphaned = g_control < 0;
+    int timeout = -1;
+    if (orphaned) {
+      const long long left = g_orphan_deadline - now_ms();
+      if (left <= 0) return 0; /* nobody came: the sandbox ends with us */
+      timeout = left > 60000 ? 60000 : (int)left;
+    }
+    struct pollfd p[2] = {{orphaned ? g_listen : g_control, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (poll(p, 2, timeout) < 0) {
       if (errno == EINTR) continue;
       return 1;
     }
@@ -409,6 +457,13 @@ int main(void) {
       while (read(sfd, &info, sizeof(info)) > 0) {
       }
       reap();
+    }
+    if (orphaned) {
+      if (p[0].revents & POLLIN) {
+        int next = accept4(g_listen, NULL, NULL, SOCK_CLOEXEC);
+        if (next >= 0) g_control = next;
+      }
+      continue;
     }
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       union {
@@ -424,7 +479,10 @@ int main(void) {
       msg.msg_controllen = sizeof(control.space);
       ssize_t n = recvmsg(g_control, &msg, MSG_CMSG_CLOEXEC);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return 0; /* the manager is gone: the sandbox ends with us */
+      if (n <= 0) {
+        lose_manager(); /* the manager is gone: the sandbox ends with us, unless kept */
+        continue;
+      }
       int fds[3];
       int nfds = 0;
       for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {

@@ -33,6 +33,7 @@ class FakeBackend : public CgroupBackend {
   Result<std::unique_ptr<Cgroup>> Create(const std::string&, const CgroupLimits&) override {
     return Status::Unimplemented("fake");
   }
+  Result<std::unique_ptr<Cgroup>> Adopt(const std::string&) override { return Status::Unimplemented("fake"); }
   Result<std::vector<std::string>> List() override { return std::vector<std::string>{kStuck, kGone}; }
   Status RemoveLeftover(const std::string& name) override {
     removed.push_back(name);
@@ -96,6 +97,7 @@ class ListingBackend : public CgroupBackend {
   Result<std::unique_ptr<Cgroup>> Create(const std::string&, const CgroupLimits&) override {
     return Status::Unimplemented("fake");
   }
+  Result<std::unique_ptr<Cgroup>> Adopt(const std::string&) override { return Status::Unimplemented("fake"); }
   Result<std::vector<std::string>> List() override { return names_; }
   Status RemoveLeftover(const std::string& name) override {
     removed.push_back(name);
