@@ -200,10 +200,11 @@ Result<sandbox::api::SandboxdConfig> DaemonConfig(const std::string& config_file
 int RunDaemon(const std::vector<std::string>& args) {
   std::string config_file, listen, token_file;
   int64_t warm_pool = -1, netns_pool = -1;
-  bool unenforced = false, insecure = false;
+  bool unenforced = false, insecure = false, keep = false;
   FlagParser flags("flashroll sandboxd (--config FILE | --listen HOST:PORT --token-file F)",
                    "Serves the sandbox node agent's HTTP API until SIGINT or SIGTERM, then destroys every "
-                   "sandbox it created. Port 0 picks a free port (printed on stdout). Without --config: built-in "
+                   "sandbox it holds, unless it keeps them (--keep-sandboxes, config keep_sandboxes): then they "
+                   "run on, and the next sandboxd adopts them with their ids, owners and idempotency keys. Port 0 picks a free port (printed on stdout). Without --config: built-in "
                    "images only, no rw_paths, the default seccomp filter, limits by default 512M memory, 256 pids, "
                    "1 CPU, 1G disk and at most 4G, 4096, 4 CPUs, 4G, one token with every scope.");
   flags.String("--config", &config_file, "a `kind: sandboxd` YAML file (configs/sandboxd.yaml)");
@@ -213,6 +214,9 @@ int RunDaemon(const std::vector<std::string>& args) {
   flags.Int("--netns-pool", &netns_pool, "fresh network namespaces made ahead of time (default 8; 0: none)");
   flags.Bool("--allow-unenforced-limits", &unenforced,
              "without root (no cgroups), create sandboxes whose limits cannot be enforced instead of refusing them");
+  flags.Bool("--keep-sandboxes", &keep,
+             "sandboxes outlive this sandboxd and the next one adopts them (unadopted: end after the config's "
+             "orphan_timeout, 1h)");
   flags.Bool("--insecure", &insecure, "serve plain HTTP on a non-loopback address (tokens travel in clear)");
   if (auto exit = flags.ParseOrExit(args)) return *exit;
   auto config = DaemonConfig(config_file, token_file);
@@ -221,6 +225,7 @@ int RunDaemon(const std::vector<std::string>& args) {
   if (warm_pool != -1) config->warm_pool = warm_pool;
   if (netns_pool != -1) config->netns_pool = netns_pool;
   config->allow_unenforced_limits = config->allow_unenforced_limits || unenforced;
+  config->keep_sandboxes = config->keep_sandboxes || keep;
   if (config->warm_pool < 0 || config->netns_pool < 0) {
     return ReportFailure(Status::InvalidArgument("sandboxd: --warm-pool and --netns-pool must be >= 0"));
   }
@@ -251,6 +256,8 @@ int RunDaemon(const std::vector<std::string>& args) {
   manager_options.warm_pool = static_cast<int>(config->warm_pool);
   manager_options.netns_pool = static_cast<int>(config->netns_pool);
   manager_options.allow_unenforced_limits = config->allow_unenforced_limits;
+  manager_options.keep_sandboxes = config->keep_sandboxes;
+  manager_options.orphan_timeout = config->orphan_timeout;
   auto manager = sandbox::Manager::Open(manager_options);
   if (!manager.ok()) return ReportFailure(manager.status().Wrap("sandboxd"));
   sandbox::api::SandboxServer server(manager->get(), std::move(*policy), options);
@@ -263,6 +270,11 @@ int RunDaemon(const std::vector<std::string>& args) {
   sigwait(&stop, &sig);
   log::Info("sandboxd stopping", {{"signal", sig}});
   server.Stop();
+  if (config->keep_sandboxes) {
+    // The Manager's destructor leaves them running for the next sandboxd.
+    log::Info("sandboxd stopped; its sandboxes run on for the next sandboxd", {{"kept", (*manager)->List().size()}});
+    return 0;
+  }
   int failed = 0;
   const std::vector<std::string> ids = (*manager)->List();
   for (const auto& id : ids) {

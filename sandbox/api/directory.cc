@@ -5,6 +5,10 @@
 #include <cstdio>
 #include <set>
 
+#include "common/json.h"
+#include "common/log.h"
+#include "sandbox/api/wire.h"
+
 namespace flashroll::sandbox::api {
 
 namespace {
@@ -62,7 +66,51 @@ Result<std::string> SandboxDirectory::Create(const std::string& client, const Sa
     by_internal_[internal] = public_id;
   }
   if (!scoped.empty()) keys_[scoped] = {public_id, spec_digest};
+  // For the sandboxd after this one, when the Manager keeps sandboxes.
+  const Json annotation = {{"public_id", public_id}, {"owner", client},    {"key", scoped},
+                           {"spec_digest", spec_digest}, {"spec", SpecToJson(spec)}};
+  // A failure costs it its survival of this sandboxd, not its life now.
+  if (Status annotated = manager_->Annotate(internal, annotation.dump());
+      !annotated.ok() && annotated.code() != Code::kFailedPrecondition) {
+    log::Warn("sandboxd: a kept sandbox's record could not be annotated; the next sandboxd discards it",
+              {{"id", public_id}, {"error", annotated.ToString()}});
+  }
   return public_id;
+}
+
+size_t SandboxDirectory::AdoptOrphans() {
+  size_t adopted = 0;
+  for (const auto& [internal, annotation] : manager_->Orphans()) {
+    Status status = [&]() -> Status {
+      FR_ASSIGN_OR_RETURN(Json json, ParseJson(annotation, "annotation of " + internal));
+      const JsonView view(json, "annotation");
+      FR_ASSIGN_OR_RETURN(JsonView public_id, view.Get("public_id"));
+      FR_ASSIGN_OR_RETURN(JsonView owner, view.Get("owner"));
+      FR_ASSIGN_OR_RETURN(JsonView key, view.Get("key"));
+      FR_ASSIGN_OR_RETURN(JsonView digest, view.Get("spec_digest"));
+      FR_ASSIGN_OR_RETURN(JsonView spec_json, view.Get("spec"));
+      FR_ASSIGN_OR_RETURN(std::string id, public_id.AsString());
+      FR_ASSIGN_OR_RETURN(std::string client, owner.AsString());
+      FR_ASSIGN_OR_RETURN(std::string scoped, key.AsString());
+      FR_ASSIGN_OR_RETURN(std::string spec_digest, digest.AsString());
+      FR_ASSIGN_OR_RETURN(SandboxSpec spec, SpecFromJson(spec_json));
+      FR_RETURN_IF_ERROR(manager_->Adopt(internal, spec, scoped));
+      std::lock_guard<std::mutex> lock(mu_);
+      entries_[id] = {internal, client};
+      by_internal_[internal] = id;
+      if (!scoped.empty()) keys_[scoped] = {id, spec_digest};
+      return Status::Ok();
+    }();
+    if (status.ok()) {
+      ++adopted;
+      continue;
+    }
+    log::Warn("sandboxd: an orphan could not be adopted; discarding it", {{"id", internal}, {"error", status.ToString()}});
+    if (Status discarded = manager_->DiscardOrphan(internal); !discarded.ok()) {
+      log::Error("sandboxd: discarding an orphan failed", {{"id", internal}, {"error", discarded.ToString()}});
+    }
+  }
+  return adopted;
 }
 
 Result<std::string> SandboxDirectory::Resolve(const std::string& client, const std::string& public_id,

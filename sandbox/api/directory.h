@@ -10,6 +10,11 @@
 // equal key is another key), and a key reused with a different spec is
 // kAlreadyExists (409) rather than the first sandbox.
 //
+// With a Manager that keeps sandboxes (sandbox.h), each entry is also in its
+// sandbox's kept record (the annotation: public id, owner, idempotency key,
+// spec), so a sandboxd started after this one adopts them with their ids,
+// owners and keys (AdoptOrphans).
+//
 // Entries of sandboxes the Manager no longer lists (destroyed, ended at
 // their TTL, crashed) are dropped every 64 creates and on each List; until
 // then their events stay readable and the Manager answers 404 for the rest.
@@ -44,6 +49,11 @@ class SandboxDirectory {
   // with `any_owner` (an admin's delete); kNotFound naming the public id
   // otherwise.
   Result<std::string> Resolve(const std::string& client, const std::string& public_id, bool any_owner = false);
+
+  // Adopts the Manager's orphans (Manager::Orphans) under the public ids,
+  // owners and keys they had; one whose annotation does not say them is
+  // discarded. Returns how many were adopted; failures are logged.
+  size_t AdoptOrphans();
 
   // (public id, owner) of `client`'s live sandboxes, or of every one.
   std::vector<std::pair<std::string, std::string>> List(const std::string& client, bool every_owner);

@@ -95,6 +95,8 @@ Schema SandboxdConfigSchema() {
       .Optional("warm_pool", Schema::Int(0, 10'000))
       .Optional("netns_pool", Schema::Int(0, 10'000))
       .Optional("allow_unenforced_limits", Schema::Bool())
+      .Optional("keep_sandboxes", Schema::Bool())
+      .Optional("orphan_timeout", Schema::Duration(1))
       .Optional("image_store", Schema::String())
       .Optional("images", Schema::List(Schema::String()))
       .Optional("workspace_root", Schema::String())
@@ -129,6 +131,8 @@ Result<SandboxdConfig> ParseSandboxdConfig(const ConfigFile& file) {
   c.warm_pool = ReadInt(root, "warm_pool", c.warm_pool);
   c.netns_pool = ReadInt(root, "netns_pool", c.netns_pool);
   c.allow_unenforced_limits = ReadBool(root, "allow_unenforced_limits", c.allow_unenforced_limits);
+  c.keep_sandboxes = ReadBool(root, "keep_sandboxes", c.keep_sandboxes);
+  c.orphan_timeout = ReadDuration(root, "orphan_timeout", c.orphan_timeout);
   c.image_store = ReadString(root, "image_store", c.image_store);
   if (root["images"].IsDefined()) c.images = ReadStringList(root, "images");
   c.workspace_root = ReadString(root, "workspace_root", "");

@@ -17,6 +17,7 @@
 //   tokens: [{name, file, scopes: [create, exec, files, admin, image:NAME, workspace:NAME]}]
 //   tls: {cert: FILE, key: FILE}
 //   warm_pool: 0, netns_pool: 8, allow_unenforced_limits: false
+//   keep_sandboxes: false, orphan_timeout: 1h   # sandboxes outlive a restart
 //
 // ParseSandboxdConfig checks the file alone (what `flashroll config check`
 // runs); the files and directories it names are read when the daemon
@@ -42,6 +43,10 @@ struct SandboxdConfig {
   int64_t warm_pool = 0;
   int64_t netns_pool = 8;
   bool allow_unenforced_limits = false;
+  // Sandboxes outlive sandboxd (stopped or killed) and the next one adopts
+  // them; unadopted, they end after orphan_timeout (sandbox.h, kept.h).
+  bool keep_sandboxes = false;
+  std::chrono::milliseconds orphan_timeout{std::chrono::hours(1)};
 
   std::string image_store = kImageStoreDir;
   std::vector<std::string> images;  // names in image_store

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "common/log.h"
 #include "sandbox/api/directory.h"
 #include "sandbox/api/stream_exec.h"
 #include "sandbox/api/wire.h"
@@ -122,7 +123,12 @@ SandboxServer::SandboxServer(Manager* manager, NodePolicy policy, HttpServerOpti
 
 SandboxServer::~SandboxServer() { Stop(); }
 
-Status SandboxServer::Start() { return http_.Start(); }
+Status SandboxServer::Start() {
+  if (const size_t adopted = directory_.AdoptOrphans(); adopted > 0) {
+    log::Info("sandboxd adopted the sandboxes a sandboxd before it kept", {{"sandboxes", static_cast<int64_t>(adopted)}});
+  }
+  return http_.Start();
+}
 void SandboxServer::Stop() { http_.Stop(); }
 
 void SandboxServer::AddRoutes() {

@@ -111,7 +111,9 @@ class SandboxServer {
   SandboxServer(const SandboxServer&) = delete;
   SandboxServer& operator=(const SandboxServer&) = delete;
 
-  // Binds and serves in the background; HttpServer::Start's errors.
+  // Adopts the sandboxes a sandboxd before this one kept (with a Manager
+  // that keeps sandboxes; SandboxDirectory::AdoptOrphans), then binds and
+  // serves in the background; HttpServer::Start's errors.
   Status Start();
   // Stops serving (waits for requests in flight). Sandboxes stay alive.
   void Stop();

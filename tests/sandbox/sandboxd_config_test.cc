@@ -37,6 +37,8 @@ listen: 0.0.0.0:7443
 warm_pool: 2
 netns_pool: 4
 allow_unenforced_limits: true
+keep_sandboxes: true
+orphan_timeout: 10m
 image_store: /srv/images
 images: [python, node-20]
 workspace_root: /srv/ws
@@ -54,6 +56,8 @@ tls: {cert: /etc/flashroll/cert.pem, key: /etc/flashroll/key.pem}
   EXPECT_EQ(config->warm_pool, 2);
   EXPECT_EQ(config->netns_pool, 4);
   EXPECT_TRUE(config->allow_unenforced_limits);
+  EXPECT_TRUE(config->keep_sandboxes);
+  EXPECT_EQ(config->orphan_timeout, std::chrono::minutes(10));
   EXPECT_EQ(config->image_store, "/srv/images");
   EXPECT_EQ(config->images, (std::vector<std::string>{"python", "node-20"}));
   EXPECT_EQ(config->workspace_root, "/srv/ws");
@@ -85,6 +89,8 @@ TEST(SandboxdConfigTest, AMinimalConfigHasTheBareDefaults) {
   EXPECT_EQ(config->defaults.memory_bytes, NodePolicy().defaults.memory_bytes);
   EXPECT_EQ(config->max.pids, NodePolicy().max.pids);
   EXPECT_TRUE(config->tls_cert.empty());
+  EXPECT_FALSE(config->keep_sandboxes);
+  EXPECT_EQ(config->orphan_timeout, std::chrono::hours(1));
 }
 
 TEST(SandboxdConfigTest, ErrorsNameFileLineAndKey) {
@@ -109,6 +115,8 @@ TEST(SandboxdConfigTest, ErrorsNameFileLineAndKey) {
               "node.yaml:4: tokens[1].name: \"a\" is also tokens[0]'s name");
   ExpectError(std::string(kMinimal) + "workspace_root: srv/ws\n",
               "node.yaml:4: workspace_root: must be an absolute path");
+  ExpectError(std::string(kMinimal) + "keep_sandboxes: maybe\n", "keep_sandboxes");
+  ExpectError(std::string(kMinimal) + "orphan_timeout: soon\n", "orphan_timeout");
   ExpectError(std::string(kMinimal) + "workspace_images: images\n", "workspace_images: must be an absolute path");
   ExpectError(std::string(kMinimal) + "workspace_disks: sometimes\n", "workspace_disks");
   ExpectError(std::string(kMinimal) + "max_workspaces: -1\n", "max_workspaces");
