@@ -246,7 +246,7 @@ struct Manager::Impl {
 
   // A pre-started sandbox for `spec`, or nullptr when none is ready.
   std::shared_ptr<Sandbox> TakeFromPool(const SandboxSpec& spec) {
-    if (warm_pool == 0 || keep_sandboxes || !Poolable(spec)) return nullptr;
+    if (warm_pool == 0 || !Poolable(spec)) return nullptr;
     std::lock_guard<std::mutex> lock(mu);
     auto& ready = pool[spec.image];
     if (ready.empty()) return nullptr;

@@ -187,7 +187,8 @@ Result<std::unique_ptr<Manager>> Manager::Open(const Options& options) {
     impl->orphan_timeout = options.orphan_timeout;
   }
   impl->userns_width = options.userns_width;
-  impl->warm_pool = std::max(0, options.warm_pool);
+  // A pre-started sandbox's init was launched without its TTL: kept ones start cold.
+  impl->warm_pool = options.keep_sandboxes ? 0 : std::max(0, options.warm_pool);
   impl->file_timeout = options.file_timeout;
   impl->teardown_timeout = options.teardown_timeout;
   if (options.netns_pool > 0 && !impl->user_namespace) {
