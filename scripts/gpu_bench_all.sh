@@ -9,10 +9,13 @@
 # "profile" times 300 kernels of batch-1 decode on the 8B shape under Nsight
 # Compute, "profile64" 300 kernels of decode at 64 sequences; the 8B model
 # stays in /tmp/q8b until "0.6b" or "moe" needs the disk.
+# "bandwidth" measures the device-to-device copy (PyTorch, 4 GiB, median of
+# 10 after 3 warm-ups; read + written), the bound's denominator.
 # "base" makes the later steps run the bundle staged in .gpu/base/ (an older
 # build, for a before/after in one lease), "use:DIR" the one in .gpu/DIR/,
 # "new" the one in .gpu/ again.
-#   bash .gpu/gpu_bench_all.sh [tests] [8b] [0.6b] [parity] [moe] [profile] [profile64] [base|new]
+#   bash .gpu/gpu_bench_all.sh [tests] [bandwidth] [8b] [0.6b] [parity] [moe] [profile] [profile64]
+#     [base|use:DIR|new]
 #   (default: tests 8b 0.6b parity moe)
 set -uo pipefail
 out="${OUT:-/tmp/out}"
@@ -58,6 +61,18 @@ for step in "${steps[@]}"; do
     tests)
       echo "# $(date +%T) cuda_tests" >>"$out/results.txt"
       $run cuda_tests 2>&1 | tee "$out/cuda_tests.txt" | grep -E "^\[  (PASSED|FAILED) |FAILED|OK \]" ;;
+    bandwidth)
+      echo "# $(date +%T) copy bandwidth" >>"$out/results.txt"
+      python3 - >>"$out/results.txt" 2>>"$out/log.txt" <<'PY'
+import json, torch
+a = torch.empty(1 << 31, dtype=torch.bfloat16, device="cuda"); b = torch.empty_like(a); times = []
+for _ in range(13):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); b.copy_(a); e.record(); e.synchronize(); times.append(s.elapsed_time(e) / 1e3)
+print(json.dumps({"copy_bandwidth_GBps": round(2 * a.numel() * 2 / sorted(times[3:])[5] / 1e9, 1),
+                  "gpu": torch.cuda.get_device_name()}))
+PY
+      ;;
     base) run="bash .gpu/base/run.sh" ;;
     use:*) run="bash .gpu/${step#use:}/run.sh" ;;
     new) run="bash .gpu/run.sh" ;;
