@@ -235,7 +235,6 @@ class CudaBackend : public Backend {
     FR_RETURN_IF_ERROR(gate_up_.Reserve(n * 2 * width * f));
     FR_RETURN_IF_ERROR(act_.Reserve(n * width * f));
     FR_RETURN_IF_ERROR(split_.Reserve(std::max(n, rows) * std::max({hidden, q_dim, width}) * f));
-    FR_RETURN_IF_ERROR(squares_.Reserve(n * (hidden / 16 + 1) * f));
     FR_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(rows, 1) * c.vocab_size * f));
     const RoutingShape routing = model.routing_shape();
     if (!routing.empty()) FR_RETURN_IF_ERROR(PrepareMoe(batch, n));
@@ -382,8 +381,7 @@ class CudaBackend : public Backend {
     std::vector<const void*> buffers;
     for (const DeviceBuffer* b :
          {&d_tokens_, &d_positions_, &d_offsets_, &d_tables_, &d_rope_, &d_logit_rows_, &x_, &h_, &qkv_, &attn_,
-          &gate_up_, &act_, &split_, &squares_, &logits_,
-          &d_replay_offsets_, &d_replay_ids_, &d_routed_, &router_logits_, &chosen_,
+          &gate_up_, &act_, &split_, &logits_, &d_replay_offsets_, &d_replay_ids_, &d_routed_, &router_logits_, &chosen_,
           &expert_weights_, &ascending_, &pair_slot_, &slot_row_, &tile_expert_, &tile_begin_, &tile_end_,
           &tile_count_, &expert_gate_up_, &expert_act_, &expert_out_, &shared_out_}) {
       buffers.push_back(b->get());
@@ -427,26 +425,11 @@ class CudaBackend : public Backend {
     void* split = split_.get();
     const float eps = static_cast<float>(c.rms_norm_eps);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    // A dense layer's two RMSNorms fold into the q/k/v and gate/up products
-    // (kernels.h RowNorm), reading the sums of squares that the embedding or
-    // the residual product before wrote; a MoE layer's FFN norm, and the
-    // attention norm after a MoE layer, run as their own kernel.
-    bool fold = hidden % 16 == 0;
-    for (const cuda::DeviceWeights::Layer& w : weights_->layers) {
-      fold = fold && w.qkv.bf16 && w.o.bf16 && (w.moe || (w.gate_up.bf16 && w.down.bf16));
-    }
-    float* squares = squares_.get<float>();
-    const auto folds_attn = [&](int64_t l) { return fold && (l == 0 || !weights_->layers[l - 1].moe); };
-    cuda::EmbedRows(weights_->embed, d_tokens_.get<int32_t>(), n, x, s, folds_attn(0) ? squares : nullptr);
+    cuda::EmbedRows(weights_->embed, d_tokens_.get<int32_t>(), n, x, s);
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const cuda::DeviceWeights::Layer& w = weights_->layers[l];
-      const bool folds_ffn = fold && !w.moe;
-      if (folds_attn(l)) {
-        cuda::MatMul(w.qkv, x, n, qkv, s, nullptr, split, cuda::RowNorm{w.attn_norm, squares, eps});
-      } else {
-        cuda::RmsNormRows(x, nullptr, n, hidden, w.attn_norm, eps, h, s);
-        cuda::MatMul(w.qkv, h, n, qkv, s, nullptr, split);
-      }
+      cuda::RmsNormRows(x, nullptr, n, hidden, w.attn_norm, eps, h, s);
+      cuda::MatMul(w.qkv, h, n, qkv, s, nullptr, split);
       cuda::KvView kv;
       kv.keys = keys_[l].get();
       kv.values = values_[l].get();
@@ -460,22 +443,15 @@ class CudaBackend : public Backend {
       cuda::QkvPost(qkv, w.q_bias, w.k_bias, w.v_bias, w.q_norm, w.k_norm, eps, d_rope_.get<float>(), n, heads, kv,
                     s);
       cuda::Attention(qkv, q_dim + 2 * kv_dim, n, heads, scale, kv, attn_.get<float>(), s);
-      cuda::MatMul(w.o, attn_.get<float>(), n, x, s, /*residual=*/x, split, {}, folds_ffn ? squares : nullptr);
+      cuda::MatMul(w.o, attn_.get<float>(), n, x, s, /*residual=*/x, split);
+      cuda::RmsNormRows(x, nullptr, n, hidden, w.ffn_norm, eps, h, s);
       if (w.moe) {
-        cuda::RmsNormRows(x, nullptr, n, hidden, w.ffn_norm, eps, h, s);
         LaunchMoe(w, moe_index++, n, h, x);
         continue;
       }
-      if (folds_ffn) {
-        cuda::MatMul(w.gate_up, x, n, gate_up_.get<float>(), s, nullptr, split,
-                     cuda::RowNorm{w.ffn_norm, squares, eps});
-      } else {
-        cuda::RmsNormRows(x, nullptr, n, hidden, w.ffn_norm, eps, h, s);
-        cuda::MatMul(w.gate_up, h, n, gate_up_.get<float>(), s, nullptr, split);
-      }
+      cuda::MatMul(w.gate_up, h, n, gate_up_.get<float>(), s, nullptr, split);
       cuda::SwiGlu(gate_up_.get<float>(), n, width, act_.get<float>(), s);
-      const bool next_folds = l + 1 < c.num_layers && folds_attn(l + 1);
-      cuda::MatMul(w.down, act_.get<float>(), n, x, s, /*residual=*/x, split, {}, next_folds ? squares : nullptr);
+      cuda::MatMul(w.down, act_.get<float>(), n, x, s, /*residual=*/x, split);
     }
     FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the decoder kernels"));
     if (rows > 0) {
@@ -501,7 +477,6 @@ class CudaBackend : public Backend {
   DeviceBuffer d_tokens_, d_positions_, d_offsets_, d_tables_, d_rope_, d_logit_rows_;
   DeviceBuffer x_, h_, qkv_, attn_, gate_up_, act_, logits_;
   DeviceBuffer split_;  // the dense products' activations split into hi and lo (MatMul over 16 rows)
-  DeviceBuffer squares_;  // x's 16-column groups' sums of squares, for the folded norms
   std::map<std::pair<int64_t, int64_t>, StepGraph> graphs_;  // by (rows, logit rows)
   // Device draws: their parameters and results (host, then device).
   // MoE: replayed routing (host, then device), every row's experts, and the

@@ -14,17 +14,10 @@ namespace {
 // ---- Embedding ----
 
 template <typename T>
-__global__ void EmbedKernel(const T* table, const int32_t* tokens, int64_t cols, float* x, float* squares_out) {
+__global__ void EmbedKernel(const T* table, const int32_t* tokens, int64_t cols, float* x) {
   const int64_t t = blockIdx.x;
   const T* row = table + static_cast<int64_t>(tokens[t]) * cols;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) x[t * cols + c] = Load(row + c);
-  if (!squares_out) return;
-  for (int64_t group = threadIdx.x; group < cols / 16; group += blockDim.x) {
-    float v[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = Load(row + group * 16 + i);
-    squares_out[t * (cols / 16) + group] = GroupSquares(v);
-  }
 }
 
 // ---- RMSNorm ----
@@ -157,16 +150,11 @@ __global__ void MatMulKernel(const float* __restrict__ w, const float* __restric
 // pair takes columns c + 8q + 4 .. 7 the same way.
 // kGrouped: blockIdx.x is a tile of ExpertTiles (at most 8T slots of one
 // expert) as in MatMulKernel; the sums are the same either way.
-// norm.weight: the product is of x * norm.weight, each result times its
-// row's NormScale; squares_out: each 16-row group's GroupSquares.
 template <int R, int T, bool kGrouped>
 __global__ void __launch_bounds__(kMaxSlices * kWarp)
     MmaMatMulKernel(const __nv_bfloat16* __restrict__ w, const float* __restrict__ x, const float* residual,
-                    int64_t n, int64_t rows, int64_t cols, int chunks_per_slice, float* y, ExpertTiles tiles,
-                    RowNorm norm, float* squares_out) {
+                    int64_t n, int64_t rows, int64_t cols, int chunks_per_slice, float* y, ExpertTiles tiles) {
   extern __shared__ float partial[];  // [slice][R][T][4][lane]
-  __shared__ float scales[8 * T];
-  __shared__ float outs[16 * R][8 * T + 1];  // squares_out's rows
   const int slice = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int g = lane / 4;
@@ -240,10 +228,6 @@ __global__ void __launch_bounds__(kMaxSlices * kWarp)
         if (in && xok[t]) {
           x0 = *reinterpret_cast<const float4*>(xrow[t] + chunk);
           x1 = *reinterpret_cast<const float4*>(xrow[t] + chunk + 4);
-          if (norm.weight) {
-            x0 = Times(x0, *reinterpret_cast<const float4*>(norm.weight + chunk + 8 * q));
-            x1 = Times(x1, *reinterpret_cast<const float4*>(norm.weight + chunk + 8 * q + 4));
-          }
         }
         uint32_t hi[4], lo[4];
         SplitPair(x0.x, x0.y, &hi[0], &lo[0]);
@@ -270,16 +254,8 @@ __global__ void __launch_bounds__(kMaxSlices * kWarp)
     for (int t = 0; t < T; ++t)
 #pragma unroll
       for (int i = 0; i < 4; ++i) partial[slice * kTile + ((r * T + t) * 4 + i) * kWarp + lane] = acc[r][t][i];
-  const int slices = blockDim.x / kWarp;
-  if (norm.weight) {
-    for (int k = slice; k < 8 * T; k += slices) {
-      if (tok0 + k < tok_end) {
-        const float scale = NormScale(norm.squares + (tok0 + k) * (cols / 16), cols, norm.eps, lane);
-        if (lane == 0) scales[k] = scale;
-      }
-    }
-  }
   __syncthreads();
+  const int slices = blockDim.x / kWarp;
   for (int e = threadIdx.x; e < kTile; e += blockDim.x) {
     float sum = partial[e];
     for (int s = 1; s < slices; ++s) sum = __fadd_rn(sum, partial[s * kTile + e]);
@@ -291,22 +267,7 @@ __global__ void __launch_bounds__(kMaxSlices * kWarp)
     const int64_t tok = tok0 + t * 8 + (l % 4) * 2 + (i & 1);
     if (row < rows && tok < tok_end) {
       const int64_t at = tok * rows + row;
-      if (norm.weight) sum = __fmul_rn(sum, scales[tok - tok0]);
-      const float out = residual ? __fadd_rn(residual[at], sum) : sum;
-      y[at] = out;
-      if (squares_out) outs[row - row0][tok - tok0] = out;
-    }
-  }
-  if (!squares_out) return;
-  __syncthreads();
-  for (int k = threadIdx.x; k < R * 8 * T; k += blockDim.x) {
-    const int r = k / (8 * T);
-    const int t = k % (8 * T);
-    if (row0 + r * 16 < rows && tok0 + t < tok_end) {
-      float v[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = outs[r * 16 + i][t];
-      squares_out[(tok0 + t) * (rows / 16) + row0 / 16 + r] = GroupSquares(v);
+      y[at] = residual ? __fadd_rn(residual[at], sum) : sum;
     }
   }
 }
@@ -315,7 +276,7 @@ __global__ void __launch_bounds__(kMaxSlices * kWarp)
 // whose grid covers tiles.max tiles; rows are per expert when grouped.
 template <int R, int T>
 void LaunchMma(const DeviceMatrix& w, int64_t rows, const float* x, const float* residual, int64_t n, float* y,
-               const ExpertTiles& tiles, cudaStream_t stream, const RowNorm& norm = {}, float* squares_out = nullptr) {
+               const ExpertTiles& tiles, cudaStream_t stream) {
   const GemmSplit split = GemmSlices(w.cols);
   const size_t shared = static_cast<size_t>(split.slices) * R * T * 4 * kWarp * sizeof(float);
   const size_t most = kMaxSlices * R * T * 4 * kWarp * sizeof(float);
@@ -329,13 +290,12 @@ void LaunchMma(const DeviceMatrix& w, int64_t rows, const float* x, const float*
   const unsigned row_tiles = static_cast<unsigned>((rows + 16 * R - 1) / (16 * R));
   if (tiles.count) {
     MmaMatMulKernel<R, T, true><<<dim3(static_cast<unsigned>(tiles.max), row_tiles), split.slices * kWarp, shared,
-                                  stream>>>(weights, x, nullptr, 0, rows, w.cols, split.chunks_per_slice, y, tiles,
-                                            RowNorm{}, nullptr);
+                                  stream>>>(weights, x, nullptr, 0, rows, w.cols, split.chunks_per_slice, y, tiles);
     return;
   }
   const dim3 grid(static_cast<unsigned>((n + 8 * T - 1) / (8 * T)), row_tiles);
-  MmaMatMulKernel<R, T, false><<<grid, split.slices * kWarp, shared, stream>>>(
-      weights, x, residual, n, rows, w.cols, split.chunks_per_slice, y, tiles, norm, squares_out);
+  MmaMatMulKernel<R, T, false><<<grid, split.slices * kWarp, shared, stream>>>(weights, x, residual, n, rows, w.cols,
+                                                                              split.chunks_per_slice, y, tiles);
 }
 
 // ---- Q/K/V: bias, per-head norm, RoPE, KV write ----
@@ -726,15 +686,14 @@ unsigned Blocks(int64_t count, int threads) { return static_cast<unsigned>((coun
 
 }  // namespace
 
-void EmbedRows(const DeviceMatrix& table, const int32_t* tokens, int64_t n, float* x, cudaStream_t stream,
-               float* squares_out) {
+void EmbedRows(const DeviceMatrix& table, const int32_t* tokens, int64_t n, float* x, cudaStream_t stream) {
   if (n == 0) return;
   if (table.bf16) {
     EmbedKernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(table.data), tokens,
-                                                              table.cols, x, squares_out);
+                                                              table.cols, x);
   } else {
     EmbedKernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(static_cast<const float*>(table.data), tokens,
-                                                              table.cols, x, squares_out);
+                                                              table.cols, x);
   }
 }
 
@@ -749,15 +708,15 @@ void RmsNormRows(const float* x, const int64_t* rows, int64_t n, int64_t width, 
 }
 
 void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream, const float* residual,
-            void* split_scratch, const RowNorm& norm, float* squares_out) {
+            void* split_scratch) {
   if (n == 0 || w.rows == 0) return;
   const ExpertTiles dense;
   if (w.bf16) {
     // The tile and the kernel follow n; the sums do not (see MmaMatMulKernel).
-    if (n <= 8) return LaunchMma<1, 1>(w, w.rows, x, residual, n, y, dense, stream, norm, squares_out);
-    if (n <= 16) return LaunchMma<1, 2>(w, w.rows, x, residual, n, y, dense, stream, norm, squares_out);
-    if (split_scratch) return WideMatMul(w, x, n, y, residual, split_scratch, norm, squares_out, stream);
-    return LaunchMma<2, 4>(w, w.rows, x, residual, n, y, dense, stream, norm, squares_out);
+    if (n <= 8) return LaunchMma<1, 1>(w, w.rows, x, residual, n, y, dense, stream);
+    if (n <= 16) return LaunchMma<1, 2>(w, w.rows, x, residual, n, y, dense, stream);
+    if (split_scratch) return WideMatMul(w, x, n, y, residual, split_scratch, stream);
+    return LaunchMma<2, 4>(w, w.rows, x, residual, n, y, dense, stream);
   }
   const dim3 grid(Blocks(w.rows, kMatMulWarps), Blocks(n, kRowGroup));
   MatMulKernel<false><<<grid, kMatMulWarps * kWarp, 0, stream>>>(static_cast<const float*>(w.data), x, residual, n,

@@ -42,10 +42,8 @@ struct DeviceMatrix {
   int64_t cols = 0;  // input features (a multiple of 8)
 };
 
-// x[t] = table[tokens[t]] as f32; squares_out (cols a multiple of 16): as
-// MatMul's.
-void EmbedRows(const DeviceMatrix& table, const int32_t* tokens, int64_t n, float* x, cudaStream_t stream,
-               float* squares_out = nullptr);
+// x[t] = table[tokens[t]] as f32.
+void EmbedRows(const DeviceMatrix& table, const int32_t* tokens, int64_t n, float* x, cudaStream_t stream);
 
 // out[i] = rmsnorm(x[rows ? rows[i] : i]) * weight, rows of `width`.
 void RmsNormRows(const float* x, const int64_t* rows, int64_t n, int64_t width, const float* weight, float eps,
@@ -67,34 +65,15 @@ struct ExpertTiles {
   int slots = 8;
 };
 
-// An RMSNorm folded into a bf16 MatMul: x is the residual stream, not yet
-// normalised; the product is taken of x * weight (element-wise), and row t's
-// result is multiplied by 1 / sqrt(S_t / cols + eps), S_t the sum of
-// squares[t][0 .. cols / 16) in a fixed order (lane j of a warp adds
-// groups j, j + 32, ..., then a fixed butterfly). squares[t][g] is the sum
-// of squares of x[t][16g .. 16g + 15] in column order, as EmbedRows' and
-// MatMul's squares_out write it. The same function of the row in every
-// kernel, so no bit depends on the launch; it differs from RmsNormRows
-// followed by MatMul by rounding only.
-struct RowNorm {
-  const float* weight = nullptr;   // [cols]; null: no norm
-  const float* squares = nullptr;  // [n][cols / 16]
-  float eps = 0;
-};
-
 // y[n][w.rows] = x[n][w.cols] . W^T, plus residual[n][w.rows] when it is not
 // null (y may be residual). bf16 weights multiply the activations as two
 // bf16 terms each (hi + lo, about 2^-17 of x), so the result is within f32
 // rounding of the f32 product, not of a bf16 one. split_scratch, room for
 // n x w.cols x 4 bytes, lets a bf16 product of more than 16 rows split the
 // activations once and run the tiled kernel (matmul_wide.cu); without it
-// MmaMatMulKernel runs. Either gives the same bits. norm (bf16 weights, cols
-// a multiple of 16, no residual): the RMSNorm folded in, as RowNorm says.
-// squares_out (bf16 weights, w.rows a multiple of 16): [n][w.rows / 16],
-// y's 16-column groups' sums of squares, for the next RowNorm.
+// MmaMatMulKernel runs. Either gives the same bits.
 void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream,
-            const float* residual = nullptr, void* split_scratch = nullptr, const RowNorm& norm = {},
-            float* squares_out = nullptr);
+            const float* residual = nullptr, void* split_scratch = nullptr);
 
 // The tile size GroupByExpert should use for n x k pairs over `experts`
 // experts whose matrices are bf16 (or not): it only picks a launch shape.

@@ -24,18 +24,12 @@ constexpr int kWideRows = 64;    // weight rows a block covers: 2 warps of 32
 constexpr int kStageChunks = 2;  // chunks of 32 columns a pipeline stage holds
 constexpr int kStages = 3;
 
-// hi[t][c], lo[t][c] of x[t][c] (times weight[c] when the product folds a
-// norm in, as MmaMatMulKernel does on loading x), 8 columns a thread.
-__global__ void SplitKernel(const float* x, int64_t eights, int64_t cols, const float* weight, uint4* hi, uint4* lo) {
+// hi[t][c], lo[t][c] of x[t][c], 8 columns a thread.
+__global__ void SplitKernel(const float* x, int64_t eights, uint4* hi, uint4* lo) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= eights) return;
-  float4 a = reinterpret_cast<const float4*>(x)[2 * i];
-  float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
-  if (weight) {
-    const int64_t c = (i * 8) % cols;
-    a = Times(a, *reinterpret_cast<const float4*>(weight + c));
-    b = Times(b, *reinterpret_cast<const float4*>(weight + c + 4));
-  }
+  const float4 a = reinterpret_cast<const float4*>(x)[2 * i];
+  const float4 b = reinterpret_cast<const float4*>(x)[2 * i + 1];
   uint4 h, l;
   SplitPair(a.x, a.y, &h.x, &l.x);
   SplitPair(a.z, a.w, &h.y, &l.y);
@@ -63,7 +57,7 @@ template <int kTokWarps>
 __global__ void __launch_bounds__(2 * kTokWarps * kWarp)
     WideMatMulKernel(const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ hi,
                      const __nv_bfloat16* __restrict__ lo, const float* residual, int64_t n, int64_t rows,
-                     int64_t cols, int chunks_per_slice, float* y, RowNorm norm, float* squares_out) {
+                     int64_t cols, int chunks_per_slice, float* y) {
   constexpr int kToks = 32 * kTokWarps;
   constexpr int kThreads = 2 * kTokWarps * kWarp;
   // A stage: [chunk][row][4 x 16 bytes] weights, then the same for hi and
@@ -165,46 +159,19 @@ __global__ void __launch_bounds__(2 * kTokWarps * kWarp)
   }
   WaitCopies<0>();
 
-  __shared__ float scales[kToks];
-  if (norm.weight) {
-    for (int k = warp; k < kToks; k += kThreads / kWarp) {
-      if (tok0 + k < n) {
-        const float scale = NormScale(norm.squares + (tok0 + k) * (cols / 16), cols, norm.eps, lane);
-        if (lane == 0) scales[k] = scale;
-      }
-    }
-  }
-  __syncthreads();  // the scales are in, and the stages are free for squares_out's rows
-  float* outs = reinterpret_cast<float*>(stages);  // [row][kToks + 1]
 #pragma unroll
   for (int r = 0; r < 2; ++r)
 #pragma unroll
     for (int t = 0; t < 4; ++t)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int row = warp_row + r * 16 + g + (i >= 2 ? 8 : 0);
-        const int tok = warp_tok + t * 8 + 2 * q + (i & 1);
-        if (row0 + row < rows && tok0 + tok < n) {
-          const int64_t at = (tok0 + tok) * rows + row0 + row;
-          float sum = total[r][t][i];
-          if (norm.weight) sum = __fmul_rn(sum, scales[tok]);
-          const float out = residual ? __fadd_rn(residual[at], sum) : sum;
-          y[at] = out;
-          if (squares_out) outs[row * (kToks + 1) + tok] = out;
+        const int64_t row = row0 + warp_row + r * 16 + g + (i >= 2 ? 8 : 0);
+        const int64_t tok = tok0 + warp_tok + t * 8 + 2 * q + (i & 1);
+        if (row < rows && tok < n) {
+          const int64_t at = tok * rows + row;
+          y[at] = residual ? __fadd_rn(residual[at], total[r][t][i]) : total[r][t][i];
         }
       }
-  if (!squares_out) return;
-  __syncthreads();
-  for (int k = threadIdx.x; k < (kWideRows / 16) * kToks; k += kThreads) {
-    const int r = k / kToks;
-    const int tok = k % kToks;
-    if (row0 + r * 16 < rows && tok0 + tok < n) {
-      float v[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = outs[(r * 16 + i) * (kToks + 1) + tok];
-      squares_out[(tok0 + tok) * (rows / 16) + row0 / 16 + r] = GroupSquares(v);
-    }
-  }
 }
 
 template <int kTokWarps>
@@ -215,7 +182,7 @@ constexpr size_t WideSharedBytes() {
 
 template <int kTokWarps>
 void LaunchWide(const DeviceMatrix& w, const __nv_bfloat16* hi, const __nv_bfloat16* lo, const float* residual,
-                int64_t n, float* y, const RowNorm& norm, float* squares_out, cudaStream_t stream) {
+                int64_t n, float* y, cudaStream_t stream) {
   static const bool raised = [] {
     cudaFuncSetAttribute(WideMatMulKernel<kTokWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(WideSharedBytes<kTokWarps>()));
@@ -226,7 +193,7 @@ void LaunchWide(const DeviceMatrix& w, const __nv_bfloat16* hi, const __nv_bfloa
                   static_cast<unsigned>((w.rows + kWideRows - 1) / kWideRows));
   WideMatMulKernel<kTokWarps><<<grid, 2 * kTokWarps * kWarp, WideSharedBytes<kTokWarps>(), stream>>>(
       static_cast<const __nv_bfloat16*>(w.data), hi, lo, residual, n, w.rows, w.cols,
-      GemmSlices(w.cols).chunks_per_slice, y, norm, squares_out);
+      GemmSlices(w.cols).chunks_per_slice, y);
 }
 
 int MultiprocessorCount() {
@@ -242,19 +209,17 @@ int MultiprocessorCount() {
 }  // namespace
 
 void WideMatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, const float* residual, void* scratch,
-                const RowNorm& norm, float* squares_out, cudaStream_t stream) {
+                cudaStream_t stream) {
   const int64_t eights = n * w.cols / 8;
   auto* hi = static_cast<__nv_bfloat16*>(scratch);
   __nv_bfloat16* lo = hi + n * w.cols;
-  SplitKernel<<<static_cast<unsigned>((eights + 255) / 256), 256, 0, stream>>>(
-      x, eights, w.cols, norm.weight, reinterpret_cast<uint4*>(hi), reinterpret_cast<uint4*>(lo));
+  SplitKernel<<<static_cast<unsigned>((eights + 255) / 256), 256, 0, stream>>>(x, eights, reinterpret_cast<uint4*>(hi),
+                                                                             reinterpret_cast<uint4*>(lo));
   // 64 tokens a block where that still gives two blocks a multiprocessor
   // (each weight tile read once per 64 tokens), else 32 (more blocks).
   const int64_t row_tiles = (w.rows + kWideRows - 1) / kWideRows;
-  if (row_tiles * ((n + 63) / 64) >= 2 * MultiprocessorCount()) {
-    return LaunchWide<2>(w, hi, lo, residual, n, y, norm, squares_out, stream);
-  }
-  LaunchWide<1>(w, hi, lo, residual, n, y, norm, squares_out, stream);
+  if (row_tiles * ((n + 63) / 64) >= 2 * MultiprocessorCount()) return LaunchWide<2>(w, hi, lo, residual, n, y, stream);
+  LaunchWide<1>(w, hi, lo, residual, n, y, stream);
 }
 
 }  // namespace flashroll::engine::cuda

@@ -11,10 +11,9 @@
 
 namespace flashroll::engine::cuda {
 
-// y[n][w.rows] = x[n][w.cols] . W^T (+ residual), with norm and squares_out
-// as kernels.h MatMul says, every element bitwise as MmaMatMulKernel
-// computes it; scratch holds n x w.cols x 4 bytes.
+// y[n][w.rows] = x[n][w.cols] . W^T (+ residual), every element bitwise as
+// MmaMatMulKernel sums it; scratch holds n x w.cols x 4 bytes.
 void WideMatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, const float* residual, void* scratch,
-                const RowNorm& norm, float* squares_out, cudaStream_t stream);
+                cudaStream_t stream);
 
 }  // namespace flashroll::engine::cuda

@@ -1,15 +1,13 @@
 // What the bf16 matrix kernels share (kernels.cu's MmaMatMulKernel for up
 // to 16 rows, matmul_wide.cu's WideMatMulKernel for more): the cut of K
 // into slices, the hi + lo split of an f32 activation and the mma.sync
-// step, and the folded RMSNorm's pieces. Both kernels give every output element the same sequence of mma
+// step. Both kernels give every output element the same sequence of mma
 // steps and the same slice sums, so which one ran never shows in a bit.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
-
-#include "engine/cuda/kernel_util.cuh"
 
 namespace flashroll::engine::cuda {
 namespace {
@@ -56,28 +54,6 @@ __device__ inline void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ inline float4 Times(float4 a, float4 b) {
-  return make_float4(__fmul_rn(a.x, b.x), __fmul_rn(a.y, b.y), __fmul_rn(a.z, b.z), __fmul_rn(a.w, b.w));
-}
-
-// The folded RMSNorm (kernels.h RowNorm). A row's scale from its 16-column
-// groups' sums of squares: lane j adds groups j, j + 32, ... in order, the
-// lanes by WarpSum's butterfly; every lane of the warp returns it.
-__device__ inline float NormScale(const float* squares, int64_t cols, float eps, int lane) {
-  float sum = 0.0f;
-  for (int64_t g = lane; g < cols / 16; g += kWarp) sum = __fadd_rn(sum, squares[g]);
-  sum = WarpSum(sum);
-  return __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(sum, static_cast<float>(cols)), eps)));
-}
-
-// A 16-column group's sum of squares, columns in order.
-__device__ inline float GroupSquares(const float (&v)[16]) {
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) sum = __fmaf_rn(v[i], v[i], sum);
-  return sum;
 }
 
 }  // namespace
