@@ -9,7 +9,6 @@
 // captured into a CUDA graph and later ones of that shape replay it: one
 // launch instead of about 9 per layer. Replay runs the same kernels on the
 // same inputs, so it changes no bit of the result.
-#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -234,7 +233,6 @@ class CudaBackend : public Backend {
     FR_RETURN_IF_ERROR(attn_.Reserve(n * q_dim * f));
     FR_RETURN_IF_ERROR(gate_up_.Reserve(n * 2 * width * f));
     FR_RETURN_IF_ERROR(act_.Reserve(n * width * f));
-    FR_RETURN_IF_ERROR(split_.Reserve(std::max(n, rows) * std::max({hidden, q_dim, width}) * f));
     FR_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(rows, 1) * c.vocab_size * f));
     const RoutingShape routing = model.routing_shape();
     if (!routing.empty()) FR_RETURN_IF_ERROR(PrepareMoe(batch, n));
@@ -381,7 +379,7 @@ class CudaBackend : public Backend {
     std::vector<const void*> buffers;
     for (const DeviceBuffer* b :
          {&d_tokens_, &d_positions_, &d_offsets_, &d_tables_, &d_rope_, &d_logit_rows_, &x_, &h_, &qkv_, &attn_,
-          &gate_up_, &act_, &split_, &logits_, &d_replay_offsets_, &d_replay_ids_, &d_routed_, &router_logits_, &chosen_,
+          &gate_up_, &act_, &logits_, &d_replay_offsets_, &d_replay_ids_, &d_routed_, &router_logits_, &chosen_,
           &expert_weights_, &ascending_, &pair_slot_, &slot_row_, &tile_expert_, &tile_begin_, &tile_end_,
           &tile_count_, &expert_gate_up_, &expert_act_, &expert_out_, &shared_out_}) {
       buffers.push_back(b->get());
@@ -422,14 +420,13 @@ class CudaBackend : public Backend {
     float* x = x_.get<float>();
     float* h = h_.get<float>();
     float* qkv = qkv_.get<float>();
-    void* split = split_.get();
     const float eps = static_cast<float>(c.rms_norm_eps);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     cuda::EmbedRows(weights_->embed, d_tokens_.get<int32_t>(), n, x, s);
     for (int64_t l = 0; l < c.num_layers; ++l) {
       const cuda::DeviceWeights::Layer& w = weights_->layers[l];
       cuda::RmsNormRows(x, nullptr, n, hidden, w.attn_norm, eps, h, s);
-      cuda::MatMul(w.qkv, h, n, qkv, s, nullptr, split);
+      cuda::MatMul(w.qkv, h, n, qkv, s);
       cuda::KvView kv;
       kv.keys = keys_[l].get();
       kv.values = values_[l].get();
@@ -443,20 +440,20 @@ class CudaBackend : public Backend {
       cuda::QkvPost(qkv, w.q_bias, w.k_bias, w.v_bias, w.q_norm, w.k_norm, eps, d_rope_.get<float>(), n, heads, kv,
                     s);
       cuda::Attention(qkv, q_dim + 2 * kv_dim, n, heads, scale, kv, attn_.get<float>(), s);
-      cuda::MatMul(w.o, attn_.get<float>(), n, x, s, /*residual=*/x, split);
+      cuda::MatMul(w.o, attn_.get<float>(), n, x, s, /*residual=*/x);
       cuda::RmsNormRows(x, nullptr, n, hidden, w.ffn_norm, eps, h, s);
       if (w.moe) {
         LaunchMoe(w, moe_index++, n, h, x);
         continue;
       }
-      cuda::MatMul(w.gate_up, h, n, gate_up_.get<float>(), s, nullptr, split);
+      cuda::MatMul(w.gate_up, h, n, gate_up_.get<float>(), s);
       cuda::SwiGlu(gate_up_.get<float>(), n, width, act_.get<float>(), s);
-      cuda::MatMul(w.down, act_.get<float>(), n, x, s, /*residual=*/x, split);
+      cuda::MatMul(w.down, act_.get<float>(), n, x, s, /*residual=*/x);
     }
     FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the decoder kernels"));
     if (rows > 0) {
       cuda::RmsNormRows(x, d_logit_rows_.get<int64_t>(), rows, hidden, weights_->final_norm, eps, h, s);
-      cuda::MatMul(weights_->lm_head, h, rows, logits_.get<float>(), s, nullptr, split);
+      cuda::MatMul(weights_->lm_head, h, rows, logits_.get<float>(), s);
       FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the LM head"));
     }
     return Status::Ok();
@@ -476,7 +473,6 @@ class CudaBackend : public Backend {
   std::vector<float> rope_;
   DeviceBuffer d_tokens_, d_positions_, d_offsets_, d_tables_, d_rope_, d_logit_rows_;
   DeviceBuffer x_, h_, qkv_, attn_, gate_up_, act_, logits_;
-  DeviceBuffer split_;  // the dense products' activations split into hi and lo (MatMul over 16 rows)
   std::map<std::pair<int64_t, int64_t>, StepGraph> graphs_;  // by (rows, logit rows)
   // Device draws: their parameters and results (host, then device).
   // MoE: replayed routing (host, then device), every row's experts, and the

@@ -18,8 +18,7 @@ Result<std::vector<float>> DeviceMatMulBf16(const DeviceSpec& device, const std:
   }
   using cuda::CudaCheck;
   const size_t out_bytes = static_cast<size_t>(n * rows) * sizeof(float);
-  cuda::DeviceBuffer dw, dx, dy, split;
-  FR_RETURN_IF_ERROR(split.Reserve(x.size() * 4 + 1));
+  cuda::DeviceBuffer dw, dx, dy;
   FR_RETURN_IF_ERROR(dw.Reserve(w.size() * 2 + 1));
   FR_RETURN_IF_ERROR(dx.Reserve(x.size() * sizeof(float) + 1));
   FR_RETURN_IF_ERROR(dy.Reserve(out_bytes + 1));
@@ -35,8 +34,7 @@ Result<std::vector<float>> DeviceMatMulBf16(const DeviceSpec& device, const std:
   m.data = dw.get();
   m.rows = rows;
   m.cols = cols;
-  cuda::MatMul(m, dx.get<float>(), n, dy.get<float>(), nullptr, residual.empty() ? nullptr : dy.get<float>(),
-               split.get());
+  cuda::MatMul(m, dx.get<float>(), n, dy.get<float>(), nullptr, residual.empty() ? nullptr : dy.get<float>());
   FR_RETURN_IF_ERROR(CudaCheck(cudaGetLastError(), "launching the matrix kernel"));
   std::vector<float> y(static_cast<size_t>(n * rows));
   FR_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(y.data(), dy.get(), out_bytes, cudaMemcpyDeviceToHost), "reading y"));

@@ -5,8 +5,6 @@
 #include <cmath>
 
 #include "engine/cuda/kernel_util.cuh"
-#include "engine/cuda/matmul_wide.h"
-#include "engine/cuda/mma_util.cuh"
 
 namespace flashroll::engine::cuda {
 namespace {
@@ -142,6 +140,47 @@ __global__ void MatMulKernel(const float* __restrict__ w, const float* __restric
 // the products keep nearly f32 accuracy on bf16 weights. R and T (the tile)
 // follow the launch's row count, but an output element's sequence of mma
 // steps does not: which rows share its tile never enters its sum.
+
+constexpr int kChunkCols = 32;     // columns a warp's mma pair covers: 4 lanes x 8
+constexpr int kSliceCols = 512;    // the K a slice aims at
+constexpr int kMaxSlices = 16;
+
+struct GemmSplit {
+  int slices = 1;
+  int chunks_per_slice = 1;
+};
+
+GemmSplit GemmSlices(int64_t cols) {
+  const int64_t chunks = (cols + kChunkCols - 1) / kChunkCols;
+  int64_t slices = (cols + kSliceCols - 1) / kSliceCols;
+  slices = slices < 1 ? 1 : (slices > kMaxSlices ? kMaxSlices : slices);
+  GemmSplit split;
+  split.chunks_per_slice = static_cast<int>((chunks + slices - 1) / slices);
+  split.slices = static_cast<int>((chunks + split.chunks_per_slice - 1) / split.chunks_per_slice);
+  return split;
+}
+
+__device__ uint32_t PackPair(__nv_bfloat16 first, __nv_bfloat16 second) {
+  // The lower k index sits in the low half, as in memory.
+  return static_cast<uint32_t>(__bfloat16_as_ushort(first)) |
+         (static_cast<uint32_t>(__bfloat16_as_ushort(second)) << 16);
+}
+
+// Splits two consecutive activations into their hi and lo bf16 pairs.
+__device__ void SplitPair(float a, float b, uint32_t* hi, uint32_t* lo) {
+  const __nv_bfloat16 ha = __float2bfloat16_rn(a);
+  const __nv_bfloat16 hb = __float2bfloat16_rn(b);
+  *hi = PackPair(ha, hb);
+  *lo = PackPair(__float2bfloat16_rn(__fsub_rn(a, __bfloat162float(ha))),
+                 __float2bfloat16_rn(__fsub_rn(b, __bfloat162float(hb))));
+}
+
+__device__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
 
 // Lane (g, q) = (lane / 4, lane % 4) loads columns c + 8q .. c + 8q + 7 of
 // weight rows g and g + 8 and of token g. mma k index 2q + j (j = 0, 1) is
@@ -707,15 +746,13 @@ void RmsNormRows(const float* x, const int64_t* rows, int64_t n, int64_t width, 
   }
 }
 
-void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream, const float* residual,
-            void* split_scratch) {
+void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream, const float* residual) {
   if (n == 0 || w.rows == 0) return;
   const ExpertTiles dense;
   if (w.bf16) {
-    // The tile and the kernel follow n; the sums do not (see MmaMatMulKernel).
+    // The tile follows n; the sums do not (see MmaMatMulKernel).
     if (n <= 8) return LaunchMma<1, 1>(w, w.rows, x, residual, n, y, dense, stream);
     if (n <= 16) return LaunchMma<1, 2>(w, w.rows, x, residual, n, y, dense, stream);
-    if (split_scratch) return WideMatMul(w, x, n, y, residual, split_scratch, stream);
     return LaunchMma<2, 4>(w, w.rows, x, residual, n, y, dense, stream);
   }
   const dim3 grid(Blocks(w.rows, kMatMulWarps), Blocks(n, kRowGroup));

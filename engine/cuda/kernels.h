@@ -8,8 +8,7 @@
 //     the weights as the 16-row operand and the tokens as the 8-column one;
 //     each row's K is cut into slices fixed by the width alone, each slice
 //     summed in column order and the slices added in a fixed order, whatever
-//     tile the launch's row count picks (kernels.cu, MmaMatMulKernel; over
-//     16 rows matmul_wide.cu's tiled kernel, the same sums).
+//     tile the launch's row count picks (kernels.cu, MmaMatMulKernel).
 //   MatMul, f32 weights: one warp per output feature; lane j sums elements
 //     8j .. 8j+7, 8j+256 .., in order, then the 32 lane sums are added by a
 //     fixed butterfly. Rows run in groups of 4 that share the weight loads.
@@ -68,12 +67,9 @@ struct ExpertTiles {
 // y[n][w.rows] = x[n][w.cols] . W^T, plus residual[n][w.rows] when it is not
 // null (y may be residual). bf16 weights multiply the activations as two
 // bf16 terms each (hi + lo, about 2^-17 of x), so the result is within f32
-// rounding of the f32 product, not of a bf16 one. split_scratch, room for
-// n x w.cols x 4 bytes, lets a bf16 product of more than 16 rows split the
-// activations once and run the tiled kernel (matmul_wide.cu); without it
-// MmaMatMulKernel runs. Either gives the same bits.
+// rounding of the f32 product, not of a bf16 one.
 void MatMul(const DeviceMatrix& w, const float* x, int64_t n, float* y, cudaStream_t stream,
-            const float* residual = nullptr, void* split_scratch = nullptr);
+            const float* residual = nullptr);
 
 // The tile size GroupByExpert should use for n x k pairs over `experts`
 // experts whose matrices are bf16 (or not): it only picks a launch shape.

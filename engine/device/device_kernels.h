@@ -1,6 +1,5 @@
 // The CUDA backend's kernels one call at a time, with buffers of their own:
-// DeviceMatMulBf16 (kernels.h MatMul on bf16 weights, given split scratch:
-// over 16 rows the tiled kernel) and DeviceDrawRows
+// DeviceMatMulBf16 (kernels.h MatMul on bf16 weights) and DeviceDrawRows
 // (the device draw, kernels.h DrawRows, finished as the engine does). The
 // GPU tests check the matrix kernel's batch invariance and accuracy and the
 // draws' equality with the CPU sampler through them; a build without CUDA
