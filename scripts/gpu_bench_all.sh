@@ -90,7 +90,8 @@ PY
       record flashroll bench decode --model /tmp/q06b --device cuda --batch 64 --context 64 --gen 32 \
         --prefill-tokens 64 --repeats 1 --json ;;
     profile) profile 1 1200 "$out/profile.csv" ;;
-    # 64 x 64 prompt tokens prefill in 8 steps of about 256 launches each
+    # Past 2,600 launches main's build (2026-12-08) was still in 512-row steps, prefill chunks
+    # mixed with decode rows (the scheduler mixes them), not decode alone.
     profile64) profile 64 2600 "$out/profile64.csv" ;;
     parity)
       record python3 .gpu/gpu_wide_parity.py /tmp/wide 2 ;;
