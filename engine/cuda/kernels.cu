@@ -4,20 +4,10 @@
 
 #include <cmath>
 
+#include "engine/cuda/kernel_util.cuh"
+
 namespace flashroll::engine::cuda {
 namespace {
-
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarp = 32;
-
-__device__ float Load(const float* p) { return *p; }
-__device__ float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-
-// Sums v over the warp in one fixed butterfly order; every lane gets the sum.
-__device__ float WarpSum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
 
 // ---- Embedding ----
 
@@ -86,24 +76,6 @@ __global__ void RmsNormKernel4(const float* x, const int64_t* rows, int64_t widt
 
 constexpr int kMatMulWarps = 8;  // output features per block
 constexpr int kRowGroup = 4;     // activation rows sharing one pass over a weight row
-
-__device__ void LoadEight(const float* p, float* out) {
-  const float4 a = reinterpret_cast<const float4*>(p)[0];
-  const float4 b = reinterpret_cast<const float4*>(p)[1];
-  out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
-  out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
-}
-
-__device__ void LoadEight(const __nv_bfloat16* p, float* out) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __bfloat1622float2(pairs[j]);
-    out[2 * j] = f.x;
-    out[2 * j + 1] = f.y;
-  }
-}
 
 // kGrouped: blockIdx.y is a tile of ExpertTiles (at most kRowGroup slots of
 // one expert), its weights that expert's [rows][cols] block, its x rows
@@ -435,88 +407,6 @@ __global__ void QkvPostKernel(float* qkv, const float* q_bias, const float* k_bi
     } else {
       static_cast<float*>(dest)[offset + d] = buf[d];
     }
-  }
-}
-
-// ---- Attention ----
-
-template <int kHeadDim, typename T>
-__global__ void AttentionKernel(const float* q, int64_t q_stride, int64_t heads, float scale, KvView kv,
-                                float* out) {
-  const int64_t t = blockIdx.x;
-  const int64_t h = blockIdx.y;
-  const int lane = threadIdx.x;
-  const int64_t kv_head = h / (heads / kv.num_kv_heads);
-  __shared__ float qs[kHeadDim];
-  for (int d = lane; d < kHeadDim; d += kWarp) qs[d] = q[t * q_stride + h * kHeadDim + d];
-  __syncwarp();
-  const T* keys = static_cast<const T*>(kv.keys);
-  const T* values = static_cast<const T*>(kv.values);
-  const int32_t* table = kv.tables + kv.table_offsets[t];
-  const int64_t last = kv.positions[t];
-  float m = -INFINITY;
-  float l = 0.0f;
-  float acc[kHeadDim];
-#pragma unroll
-  for (int d = 0; d < kHeadDim; ++d) acc[d] = 0.0f;
-  for (int64_t p = lane; p <= last; p += kWarp) {
-    const int64_t block = table[p / kv.block_size];
-    const int64_t base = ((block * kv.num_kv_heads + kv_head) * kv.block_size + p % kv.block_size) * kHeadDim;
-    // 16-byte loads; the sum still runs d = 0, 1, 2, ... in order.
-    float s = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kHeadDim; c += 8) {
-      float k8[8];
-      LoadEight(keys + base + c, k8);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) s = __fmaf_rn(qs[c + j], k8[j], s);
-    }
-    s = __fmul_rn(s, scale);
-    const float new_m = fmaxf(m, s);
-    const float correction = expf(m - new_m);
-    const float weight = expf(s - new_m);
-    l = __fadd_rn(__fmul_rn(l, correction), weight);
-#pragma unroll
-    for (int c = 0; c < kHeadDim; c += 8) {
-      float v8[8];
-      LoadEight(values + base + c, v8);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[c + j] = __fmaf_rn(weight, v8[j], __fmul_rn(acc[c + j], correction));
-    }
-    m = new_m;
-  }
-  // The 32 lanes' (max, sum, output) merge through shared memory: each lane
-  // scales by f_j = exp(m_j - M), M the largest m_j, and every output
-  // element and the normaliser sum the lanes in order j = 0 .. 31.
-  __shared__ float lane_acc[kWarp][kHeadDim + 1];  // +1: no bank conflicts
-  __shared__ float lane_l[kWarp], lane_f[kWarp], lane_m[kWarp];
-#pragma unroll
-  for (int d = 0; d < kHeadDim; ++d) lane_acc[lane][d] = acc[d];
-  lane_l[lane] = l;
-  lane_m[lane] = m;
-  __syncwarp();
-  float big = -INFINITY;
-  for (int j = 0; j < kWarp; ++j) big = fmaxf(big, lane_m[j]);
-  lane_f[lane] = m == -INFINITY ? 0.0f : expf(m - big);
-  __syncwarp();
-  float total = 0.0f;
-  for (int j = 0; j < kWarp; ++j) total = __fmaf_rn(lane_l[j], lane_f[j], total);
-  float* o = out + (t * heads + h) * kHeadDim;
-  for (int d = lane; d < kHeadDim; d += kWarp) {
-    float sum = 0.0f;
-    for (int j = 0; j < kWarp; ++j) sum = __fmaf_rn(lane_acc[j][d], lane_f[j], sum);
-    o[d] = __fdiv_rn(sum, total);
-  }
-}
-
-template <int kHeadDim>
-void LaunchAttention(const float* q, int64_t q_stride, int64_t n, int64_t heads, float scale, const KvView& kv,
-                     float* out, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(heads));
-  if (kv.bf16) {
-    AttentionKernel<kHeadDim, __nv_bfloat16><<<grid, kWarp, 0, stream>>>(q, q_stride, heads, scale, kv, out);
-  } else {
-    AttentionKernel<kHeadDim, float><<<grid, kWarp, 0, stream>>>(q, q_stride, heads, scale, kv, out);
   }
 }
 
@@ -901,22 +791,6 @@ void QkvPost(float* qkv, const float* q_bias, const float* k_bias, const float* 
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>(heads + 2 * kv.num_kv_heads));
   const size_t shared = static_cast<size_t>(kv.head_dim) * sizeof(float);
   QkvPostKernel<<<grid, kWarp, shared, stream>>>(qkv, q_bias, k_bias, v_bias, q_norm, k_norm, eps, rope, heads, kv);
-}
-
-bool AttentionSupports(int64_t head_dim) {
-  return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
-}
-
-void Attention(const float* q, int64_t q_stride, int64_t n, int64_t heads, float scale, const KvView& kv, float* out,
-               cudaStream_t stream) {
-  if (n == 0) return;
-  switch (kv.head_dim) {
-    case 16: return LaunchAttention<16>(q, q_stride, n, heads, scale, kv, out, stream);
-    case 32: return LaunchAttention<32>(q, q_stride, n, heads, scale, kv, out, stream);
-    case 64: return LaunchAttention<64>(q, q_stride, n, heads, scale, kv, out, stream);
-    case 128: return LaunchAttention<128>(q, q_stride, n, heads, scale, kv, out, stream);
-    default: return;  // refused when the backend is made (AttentionSupports)
-  }
 }
 
 void DrawRows(const float* logits, int64_t n, int64_t vocab, const DrawParams* params, double* block_sums,

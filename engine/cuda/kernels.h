@@ -19,11 +19,11 @@
 //     the MatMul kernels above on a slot of its expert's group, so a pair's
 //     sums do not depend on which other rows chose that expert; a row's
 //     expert outputs are added in ascending expert id.
-//   Attention: one warp per (row, head); lane j takes positions j, j+32, ...
-//     of the row's context with an online softmax, and the 32 partial
-//     (max, sum, output) triples merge through shared memory, lanes summed in
-//     order 0 .. 31: the split of the KV into 32 parts is fixed by the
-//     sequence's own length.
+//   Attention (attention.cu): one 8-warp block per (row, head); the row's
+//     context is cut into chunks of 32 positions (a cut fixed by the
+//     sequence's own length), warp w takes chunks w, w + 8, ... in order
+//     with an online softmax, and the 8 partial (max, sum, output) triples
+//     merge in warp order.
 // All launches go on `stream`; none synchronises.
 #pragma once
 

@@ -140,12 +140,17 @@ TEST(CudaBackendTest, SeededRequestIsBitwiseTheSameAloneAndAmong16) {
 }
 
 // Every position's logits bitwise the same whether it ran in one prefill
-// pass or as a decode step through the paged KV.
-TEST(CudaBackendTest, PrefillEqualsDecodeBitwise) {
+// pass or as a decode step through the paged KV: 40 positions (two of
+// attention's 32-position chunks) and 300 (ten chunks, so warps 0 and 1 of
+// the attention block take two each), the decode's blocks in another order
+// than the prefill's.
+class CudaPrefillDecodeTest : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(CudaPrefillDecodeTest, PrefillEqualsDecodeBitwise) {
   SKIP_WITHOUT_GPU();
   std::unique_ptr<Model> model = LoadOrDie("models/default");
   ASSERT_NE(model, nullptr);
-  const std::vector<int32_t> tokens = Prompt(9, 40);
+  const std::vector<int32_t> tokens = Prompt(9, GetParam());
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t vocab = model->config().vocab_size;
   Result<std::vector<float>> whole = DeviceLogits(*model, kGpu, tokens);
@@ -153,8 +158,10 @@ TEST(CudaBackendTest, PrefillEqualsDecodeBitwise) {
   auto backend = NewCudaBackend(*model, kGpu);
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   const KvLayout layout = model->KvLayoutFor(16, KvDType::kF32);
-  ASSERT_TRUE((*backend)->AllocateKv(layout, 8).ok());
-  const std::vector<int32_t> table = {5, 2, 7};  // not the prefill's blocks
+  const int64_t blocks = (n + 15) / 16;
+  ASSERT_TRUE((*backend)->AllocateKv(layout, blocks + 4).ok());
+  std::vector<int32_t> table;  // not the prefill's blocks: from the pool's end, backwards
+  for (int64_t b = 0; b < blocks; ++b) table.push_back(static_cast<int32_t>(blocks + 3 - b));
   std::vector<float> step(static_cast<size_t>(vocab));
   for (int64_t t = 0; t < n; ++t) {
     ForwardBatch batch;
@@ -165,6 +172,8 @@ TEST(CudaBackendTest, PrefillEqualsDecodeBitwise) {
     ASSERT_EQ(0, std::memcmp(step.data(), whole->data() + t * vocab, vocab * sizeof(float))) << "position " << t;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Lengths, CudaPrefillDecodeTest, ::testing::Values(40, 300));
 
 // KV exported from the GPU is the device-neutral layout: importing it into
 // other blocks and decoding on gives the same logits as never leaving.
