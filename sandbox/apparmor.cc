@@ -15,7 +15,7 @@
 #include "sandbox/apparmor_profile.h"
 #include "sandbox/kept.h"
 #include "sandbox/naming.h"
-#include "sandbox/sha256.h"
+#include "common/sha256.h"
 #include "sandbox/unique_fd.h"
 
 namespace flashroll::sandbox {

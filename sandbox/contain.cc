@@ -141,7 +141,7 @@ ChildStatus ContainChild(const ContainPlan& plan, int sync_fd, int control_fd) {
   FR_CHILD_STEP(CapsChild(plan.caps));
   FR_CHILD_STEP(LandlockChild(plan.landlock_rules, plan.landlock));
   FR_CHILD_STEP(SeccompChild(*plan.seccomp));
-  return ExecInitChild(plan.init_fd, control_fd, plan.keep);
+  return ExecInitChild(plan.init_fd, control_fd, plan.keep, plan.rlimits);
 #undef FR_CHILD_STEP
 }
 

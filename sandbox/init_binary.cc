@@ -60,7 +60,7 @@ Result<int> InitBinaryFd() {
   return fd;
 }
 
-ChildStatus ExecInitChild(int init_fd, int control_fd, const InitKeep& keep) {
+ChildStatus ExecInitChild(int init_fd, int control_fd, const InitKeep& keep, const RlimitPlan& rlimits) {
   // A kept sandbox's descriptors out of the way of 3, 4 and 5 first: each
   // of those numbers may hold one of them (or the control socket).
   int listen_fd = -1, range_lock_fd = -1;
@@ -94,6 +94,8 @@ ChildStatus ExecInitChild(int init_fd, int control_fd, const InitKeep& keep) {
   if (::syscall(SYS_close_range, last + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
     return ChildStatus::Errno("init", "close_range(CLOSE_RANGE_CLOEXEC)", nullptr);
   }
+  const ChildStatus limited = OpenFilesLimitChild(rlimits);
+  if (!limited.ok()) return limited;
   char arg0[] = "flashroll-init";
   char* const argv[] = {arg0, listen_fd >= 0 ? keep_arg : nullptr, nullptr};
   char* const envp[] = {nullptr};

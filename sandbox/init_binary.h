@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "sandbox/child_status.h"
+#include "sandbox/rlimits.h"
 
 namespace flashroll::sandbox {
 
@@ -31,8 +32,9 @@ struct InitKeep {
 
 // Child side, last step: makes `control_fd` fd 3 (and a kept sandbox's
 // listening socket and range lock fds 4 and 5), points 0-2 at /dev/null,
-// closes every other descriptor on exec and executes the init. Returns only
-// on failure.
-ChildStatus ExecInitChild(int init_fd, int control_fd, const InitKeep& keep);
+// closes every other descriptor on exec, sets the plan's RLIMIT_NOFILE once
+// no descriptor is to be opened any more (OpenFilesLimitChild) and executes
+// the init. Returns only on failure.
+ChildStatus ExecInitChild(int init_fd, int control_fd, const InitKeep& keep, const RlimitPlan& rlimits);
 
 }  // namespace flashroll::sandbox

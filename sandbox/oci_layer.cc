@@ -13,7 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "sandbox/sha256.h"
+#include "common/sha256.h"
 #include "sandbox/unique_fd.h"
 
 namespace flashroll::sandbox {

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "common/json.h"
-#include "sandbox/sha256.h"
+#include "common/sha256.h"
 #include "sandbox/unique_fd.h"
 
 namespace flashroll::sandbox {

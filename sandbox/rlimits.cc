@@ -67,9 +67,17 @@ Result<RlimitPlan> PrepareRlimitsParentSide() {
 
 ChildStatus RlimitsChild(const RlimitPlan& plan) {
   for (int resource = 0; resource < RlimitPlan::kCount; ++resource) {
+    if (resource == RLIMIT_NOFILE) continue;  // OpenFilesLimitChild
     if (::syscall(SYS_prlimit64, 0, resource, &plan.limits[resource], nullptr) != 0) {
       return ChildStatus::Errno("rlimits", "prlimit64", nullptr);
     }
+  }
+  return ChildStatus::Ok();
+}
+
+ChildStatus OpenFilesLimitChild(const RlimitPlan& plan) {
+  if (::syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &plan.limits[RLIMIT_NOFILE], nullptr) != 0) {
+    return ChildStatus::Errno("rlimits", "prlimit64", "RLIMIT_NOFILE");
   }
   return ChildStatus::Ok();
 }

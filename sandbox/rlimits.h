@@ -33,9 +33,18 @@ struct RlimitPlan {
 // Fails only when getrlimit does.
 Result<RlimitPlan> PrepareRlimitsParentSide();
 
-// Sets every limit of `plan` (raw prlimit64 calls). Call before the child
-// joins the sandbox's user namespace, while it is still the host's root (a
-// soft limit above the inherited one is a raise too).
+// Sets every limit of `plan` but RLIMIT_NOFILE (raw prlimit64 calls). Call
+// before the child joins the sandbox's user namespace, while it is still the
+// host's root (a soft limit above the inherited one is a raise too).
 ChildStatus RlimitsChild(const RlimitPlan& plan);
+
+// Sets RLIMIT_NOFILE. Call after the last step that opens a descriptor
+// (ExecInitChild does, just before the exec): the child holds a copy of
+// every descriptor the manager has (closed at the init's exec), and the
+// kernel refuses a new one numbered at or above the soft limit, so a manager
+// holding more than 1,024 (about 250 idle sandboxes) could start no more.
+// Needs no privilege (the plan never raises the hard limit); the seccomp
+// filter allows prlimit64.
+ChildStatus OpenFilesLimitChild(const RlimitPlan& plan);
 
 }  // namespace flashroll::sandbox

@@ -884,10 +884,13 @@ HttpResponse OpenAiServer::Impl::LoadWeights(const HttpRequest& request) {
   if (auto e = ParseJsonBody(request.body, &body)) return answer(e->http_status, e->ToJson());
   WeightsRequest weights_request;
   if (auto e = ReadWeightsRequest(body, &weights_request)) return answer(e->http_status, e->ToJson());
-  Status started = weights->Start(weights_request.path, weights_request.version);
+  CheckpointProblem problem;
+  Status started = weights->Start(weights_request.path, weights_request.version, &problem);
   if (!started.ok()) {
     ApiError e = ApiErrorFromStatus(started);
-    e.param = started.code() == Code::kFailedPrecondition ? "version" : "path";
+    e.param = !problem.param.empty()                        ? problem.param
+              : started.code() == Code::kFailedPrecondition ? "version"
+                                                            : "path";
     return answer(e.http_status, e.ToJson());
   }
   return answer(202, Json{{"object", "weights.load"},

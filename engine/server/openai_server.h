@@ -42,8 +42,10 @@
 //                               a token boundary without re-prefill. 403 without
 //                               a root, for a path out of it (absolute, "..", a
 //                               symlink out) or a file that is a FIFO, device or
-//                               directory; 400 naming the tensor or config field
-//                               that differs (the old weights keep serving);
+//                               directory; 400 whose param names the tensor or
+//                               config key that differs, or the tensor that
+//                               disagrees with manifest.json (the old weights
+//                               keep serving; WeightLayout::Check);
 //                               404 for a missing file; 409 while another load
 //                               runs or when N is not above the current version
 //   GET  /v1/weights            {"version", "pending_version", "pending_path",

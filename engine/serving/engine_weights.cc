@@ -1,48 +1,14 @@
 #include <future>
 
+#include "engine/models/checkpoint.h"
 #include "engine/serving/engine_state.h"
 
 namespace flashroll::engine {
 
 // ---- Weight swaps ----------------------------------------------------------
 
-namespace {
-
-// Why `next` cannot replace `current`, naming the config field or tensor.
-Status CheckSameShapes(const Model& current, const Model& next) {
-  const ModelConfig& a = current.config();
-  const ModelConfig& b = next.config();
-  const std::string where = next.files().config_file() + ": ";
-  if (a.architecture != b.architecture) return Status::InvalidArgument(where + "model_type: " + b.architecture + " is not " + a.architecture);
-  const std::pair<const char*, std::pair<int64_t, int64_t>> fields[] = {
-      {"vocab_size", {a.vocab_size, b.vocab_size}},   {"hidden_size", {a.hidden_size, b.hidden_size}},
-      {"num_hidden_layers", {a.num_layers, b.num_layers}}, {"num_attention_heads", {a.num_heads, b.num_heads}},
-      {"num_key_value_heads", {a.num_kv_heads, b.num_kv_heads}}, {"head_dim", {a.head_dim, b.head_dim}},
-      {"max_position_embeddings", {a.max_position_embeddings, b.max_position_embeddings}}};
-  for (const auto& [name, values] : fields) {
-    if (values.first != values.second) {
-      return Status::InvalidArgument(where + name + ": " + std::to_string(values.second) + " is not " +
-                                     std::to_string(values.first));
-    }
-  }
-  const auto& ta = current.files().tensors();
-  const auto& tb = next.files().tensors();
-  for (const auto& [name, t] : ta) {
-    auto it = tb.find(name);
-    if (it == tb.end()) return Status::InvalidArgument(where + "tensor '" + name + "' is missing");
-    if (it->second.shape != t.shape) return Status::InvalidArgument(it->second.file + ": tensor '" + name + "': shape differs");
-    if (it->second.dtype != t.dtype) return Status::InvalidArgument(it->second.file + ": tensor '" + name + "': dtype differs");
-  }
-  for (const auto& [name, t] : tb) {
-    if (ta.count(name) == 0) return Status::InvalidArgument(t.file + ": tensor '" + name + "' is not in the running model");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<bool> Engine::State::TrySwap(const std::shared_ptr<const Model>& incoming, int64_t next) {
-  FR_RETURN_IF_ERROR(CheckSameShapes(*model, *incoming));
+  FR_RETURN_IF_ERROR(WeightLayout::Of(*model).Check(incoming->files()));
   if (next <= version.load()) {
     return Status::FailedPrecondition("weight version " + std::to_string(next) + " is not above the current " +
                                       std::to_string(version.load()));

@@ -31,7 +31,7 @@ WeightLoader::~WeightLoader() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status WeightLoader::Start(const std::string& dir, int64_t version) {
+Status WeightLoader::Start(const std::string& dir, int64_t version, CheckpointProblem* problem) {
   if (root_ == nullptr) {
     return Status::PermissionDenied("no checkpoint root is configured: start the server with --checkpoint-root DIR");
   }
@@ -52,14 +52,14 @@ Status WeightLoader::Start(const std::string& dir, int64_t version) {
     // Held from here until the load ends, so that no second load starts.
     loading_ = true;
   }
-  Result<std::unique_ptr<ModelFiles>> files = OpenCheckpointBeneath(*root_, dir, layout_);
-  if (!files.ok()) {
+  Result<OpenedCheckpoint> opened = OpenCheckpointBeneath(*root_, dir, layout_, problem);
+  if (!opened.ok()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       loading_ = false;
     }
     changed_.notify_all();
-    return files.status();
+    return opened.status();
   }
   // The last load has ended (loading_ was false): this join does not wait.
   if (thread_.joinable()) thread_.join();
@@ -69,13 +69,13 @@ Status WeightLoader::Start(const std::string& dir, int64_t version) {
     pending_path_ = dir;
   }
   log::Info("weight load started", {{"version", version}, {"path", dir}});
-  thread_ = std::thread(&WeightLoader::Load, this, std::move(files).value(), dir, version);
+  thread_ = std::thread(&WeightLoader::Load, this, std::move(opened).value(), dir, version);
   return Status::Ok();
 }
 
-void WeightLoader::Load(std::unique_ptr<ModelFiles> files, std::string dir, int64_t version) {
+void WeightLoader::Load(OpenedCheckpoint checkpoint, std::string dir, int64_t version) {
   const Clock::time_point start = Clock::now();
-  Result<std::unique_ptr<Model>> model = BuildCheckpoint(std::move(files));
+  Result<std::unique_ptr<Model>> model = BuildCheckpoint(std::move(checkpoint));
   std::function<void()> hook;
   {
     std::lock_guard<std::mutex> lock(mu_);

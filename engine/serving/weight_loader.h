@@ -58,9 +58,10 @@ class WeightLoader {
   // it as `version`. Errors: PermissionDenied when no root is configured or
   // the path escapes it or names something not a regular file
   // (OpenCheckpointBeneath); NotFound; InvalidArgument naming the tensor or
-  // config field that differs, or the malformed file; FailedPrecondition
-  // when a load is in progress or `version` is not above the current one.
-  Status Start(const std::string& dir, int64_t version);
+  // config key that differs (also in `problem`, may be null), or the
+  // malformed file; FailedPrecondition when a load is in progress or
+  // `version` is not above the current one.
+  Status Start(const std::string& dir, int64_t version, CheckpointProblem* problem = nullptr);
 
   WeightLoaderState state() const;
 
@@ -80,7 +81,7 @@ class WeightLoader {
   WeightLoader(Engine* engine, std::unique_ptr<ConfinedRoot> root, WeightLayout layout)
       : engine_(engine), root_(std::move(root)), layout_(std::move(layout)) {}
   // The background half of Start: build, swap, record.
-  void Load(std::unique_ptr<ModelFiles> files, std::string dir, int64_t version);
+  void Load(OpenedCheckpoint checkpoint, std::string dir, int64_t version);
 
   // Constant after construction.
   Engine* const engine_;

@@ -2,7 +2,8 @@
 
   ROOT/v000001/  config.json, generation_config.json, model.safetensors
                  (the engine's layout: the source model's tensor names, shapes
-                 and dtypes), trainer_state.pt (fp32 master weights,
+                 and dtypes), manifest.json (each tensor's dtype, shape, bytes
+                 and sha256, which the engine checks), trainer_state.pt (fp32 master weights,
                  optimizer state, step, version, RNG states, how many
                  groups were trained into these weights) and
                  step_groups.json (the step that made this version, for
@@ -16,7 +17,7 @@ groups, its weights hold.
 A version is written into ROOT/.v000001.tmp-PID, every file and the
 directory fsync'd, then renamed into place and ROOT fsync'd, so a directory
 named vNNNNNN is complete unless someone else put it there; `latest`
-also checks for the four files. Version directories are named with at
+also checks for the five files. Version directories are named with at
 least six digits (v1000000 follows v999999).
 """
 import json
@@ -28,7 +29,7 @@ import torch
 
 from flashroll import model as model_lib
 
-FILES = ("config.json", "generation_config.json", "model.safetensors", "trainer_state.pt")
+FILES = ("config.json", "generation_config.json", "model.safetensors", model_lib.MANIFEST, "trainer_state.pt")
 STEP_FILE = "step_groups.json"
 # version: this checkpoint's; trained_at_version: the version whose weights
 # the step started from (its loss was computed with them); groups: the ids

@@ -21,6 +21,10 @@ from torch import nn
 
 from flashroll import safetensors_io
 
+# Each tensor's dtype, shape, bytes and sha256, beside model.safetensors; the
+# engine checks a checkpoint against it (engine/models/checkpoint.h).
+MANIFEST = "manifest.json"
+
 try:
     from torch.func import functional_call
 except ImportError:  # PyTorch < 2.0 (Debian 12's 1.13)
@@ -328,11 +332,13 @@ def forward_as_stored(model, tokens, dtypes):
 
 
 def save_checkpoint(model, src_dir, out_dir, dtype=None):
-    """Writes out_dir/config.json and generation_config.json (copied from src_dir)
-    and out_dir/model.safetensors holding the model's weights under exactly
+    """Writes out_dir/config.json and generation_config.json (copied from src_dir),
+    out_dir/model.safetensors holding the model's weights under exactly
     src_dir's tensor names, shapes and dtypes (each tensor cast to the dtype
-    src_dir stores it in; `dtype`, if given, must be that dtype for all). The
-    engine refuses a checkpoint whose layout differs from the one it serves."""
+    src_dir stores it in; `dtype`, if given, must be that dtype for all), and
+    out_dir/manifest.json: each tensor's dtype, shape, bytes and sha256. The
+    engine refuses a checkpoint whose layout differs from the one it serves,
+    or whose bytes differ from its manifest."""
     src_header, metadata = {}, {"format": "pt"}
     for path in weight_files(src_dir):
         header, file_metadata, _ = safetensors_io.read_header(path)
@@ -356,4 +362,6 @@ def save_checkpoint(model, src_dir, out_dir, dtype=None):
     for name in ("config.json", "generation_config.json"):
         if os.path.exists(os.path.join(src_dir, name)):
             shutil.copyfile(os.path.join(src_dir, name), os.path.join(out_dir, name))
-    safetensors_io.save(os.path.join(out_dir, "model.safetensors"), out, metadata)
+    manifest = safetensors_io.save(os.path.join(out_dir, "model.safetensors"), out, metadata)
+    with open(os.path.join(out_dir, MANIFEST), "w") as f:
+        json.dump({"tensors": manifest}, f)

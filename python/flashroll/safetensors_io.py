@@ -5,6 +5,7 @@ Layout: an 8-byte little-endian u64 N, then N bytes of JSON header
 then the raw little-endian tensor data (offsets relative to its start).
 Supported dtypes: BF16, F16, F32.
 """
+import hashlib
 import json
 import struct
 
@@ -70,11 +71,14 @@ def load(path):
 
 def save(path, tensors, metadata=None):
     """Writes {name: tensor} (BF16/F16/F32, stored as given) with names sorted and
-    the header padded with spaces so the data starts 8-byte aligned."""
+    the header padded with spaces so the data starts 8-byte aligned. Returns the
+    manifest entries of what it wrote, {name: {"dtype", "shape", "bytes",
+    "sha256"}}, the form the engine's manifest.json takes."""
     header = {}
     if metadata is not None:
         header["__metadata__"] = metadata
     chunks = []
+    manifest = {}
     offset = 0
     for name in sorted(tensors):
         t = tensors[name].detach().contiguous().cpu()
@@ -84,6 +88,8 @@ def save(path, tensors, metadata=None):
         raw = t.view(int_dtype).numpy().astype(le).tobytes()
         header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(raw)]}
+        manifest[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "bytes": len(raw),
+                          "sha256": hashlib.sha256(raw).hexdigest()}
         chunks.append(raw)
         offset += len(raw)
     encoded = json.dumps(header, separators=(",", ":")).encode()
@@ -93,3 +99,4 @@ def save(path, tensors, metadata=None):
         f.write(encoded)
         for raw in chunks:
             f.write(raw)
+    return manifest

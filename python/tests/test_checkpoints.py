@@ -1,3 +1,4 @@
+import hashlib
 import json
 import os
 
@@ -42,6 +43,21 @@ def test_write_is_atomic_and_in_the_engine_layout(tmp_path):
         checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {}, step)
     assert checkpoints.version_dir(1234567) == "v1234567"
     assert torch.equal(load_model(tmp_path / name).model.norm.weight, model.model.norm.weight)
+
+
+def test_the_manifest_lists_every_tensor_with_the_sha256_of_its_stored_bytes(tmp_path):
+    model = load_model(DEFAULT_MODEL)
+    name = checkpoints.write(tmp_path, 1, model, DEFAULT_MODEL, {}, {"trained_at_version": 0, "groups": [],
+                                                                     "groups_trained": 0})
+    weights = tmp_path / name / "model.safetensors"
+    header, _, start = safetensors_io.read_header(weights)
+    data = weights.read_bytes()[start:]
+    manifest = json.load(open(tmp_path / name / "manifest.json"))
+    assert sorted(manifest) == ["tensors"] and sorted(manifest["tensors"]) == sorted(header)
+    for tensor, info in header.items():
+        begin, end = info["data_offsets"]
+        assert manifest["tensors"][tensor] == {"dtype": info["dtype"], "shape": info["shape"], "bytes": end - begin,
+                                               "sha256": hashlib.sha256(data[begin:end]).hexdigest()}
 
 
 def test_prune_keeps_the_newest_versions(tmp_path):

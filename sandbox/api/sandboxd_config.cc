@@ -12,7 +12,7 @@
 
 #include "sandbox/api/server.h"
 #include "sandbox/seccomp.h"
-#include "sandbox/sha256.h"
+#include "common/sha256.h"
 
 namespace flashroll::sandbox::api {
 

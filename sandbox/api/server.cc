@@ -9,7 +9,7 @@
 #include "sandbox/api/directory.h"
 #include "sandbox/api/stream_exec.h"
 #include "sandbox/api/wire.h"
-#include "sandbox/sha256.h"
+#include "common/sha256.h"
 
 namespace flashroll::sandbox::api {
 

@@ -30,6 +30,7 @@
 
 #include "common/http.h"
 #include "common/json.h"
+#include "engine/models/checkpoint.h"
 #include "engine/models/model.h"
 #include "engine/models/model_tokenizer.h"
 #include "engine/server/choice_text.h"
@@ -1225,7 +1226,7 @@ TEST_F(OpenAiWeightsTest, AMismatchingTensorIs400AndTheOldWeightsKeepServing) {
   testing::EditSafetensorsHeader(Root() + "/ckpt/model.safetensors",
                                  [](Json& h) { h["model.norm.weight"]["shape"] = {16, 16}; });
   auto mismatch = LoadWeights("ckpt", 1);
-  ExpectError(mismatch, 400, "path");
+  ExpectError(mismatch, 400, "model.norm.weight");
   EXPECT_NE(mismatch.second["error"]["message"].get<std::string>().find(
                 "tensor 'model.norm.weight': shape [16, 16] is not [256]"),
             std::string::npos)
@@ -1237,6 +1238,44 @@ TEST_F(OpenAiWeightsTest, AMismatchingTensorIs400AndTheOldWeightsKeepServing) {
   ASSERT_EQ(after_status, 200) << after.dump();
   EXPECT_EQ(after["choices"][0]["token_ids"], before["choices"][0]["token_ids"]);
   ExpectError(LoadWeights("missing", 1), 404, "path");
+}
+
+TEST_F(OpenAiWeightsTest, AnotherSettingIs400NamingItsKey) {
+  // Main answered 202 and served the checkpoint with its own rope theta.
+  const std::string config = Root() + "/ckpt/config.json";
+  Json edited = ParseJson(testing::ReadWholeFile(config)).value();
+  edited["rope_parameters"]["rope_theta"] = 1000000.0;
+  testing::WriteWholeFile(config, edited.dump());
+  auto refused = LoadWeights("ckpt", 1);
+  ExpectError(refused, 400, "rope_theta");
+  EXPECT_NE(refused.second["error"]["message"].get<std::string>().find("rope_theta: 1000000 is not 10000"),
+            std::string::npos)
+      << refused.second.dump();
+  EXPECT_EQ(WeightsState()["version"], 0);
+}
+
+TEST_F(OpenAiWeightsTest, BytesThatDifferFromTheManifestFailTheLoadAndTheOldWeightsKeepServing) {
+  auto [before_status, before] = Greedy({{"return_token_ids", true}});
+  ASSERT_EQ(before_status, 200) << before.dump();
+  const std::string weights = Root() + "/ckpt/model.safetensors";
+  {
+    Result<std::unique_ptr<ModelFiles>> files = ModelFiles::Load(Root() + "/ckpt");
+    ASSERT_TRUE(files.ok()) << files.status().ToString();
+    testing::WriteWholeFile(Root() + "/ckpt/manifest.json", ManifestJson(**files).value().dump());
+  }
+  std::string bytes = testing::ReadWholeFile(weights);
+  bytes[bytes.size() - 3] ^= 0x40;  // inside the last tensor's data
+  testing::WriteWholeFile(weights, bytes);
+  auto accepted = LoadWeights("ckpt", 1);
+  ASSERT_EQ(accepted.first, 202) << accepted.second.dump();  // the headers agree; the bytes are read after
+  const Json state = Settled();
+  EXPECT_EQ(state["version"], 0) << state.dump();
+  EXPECT_EQ(state["last_error"]["version"], 1) << state.dump();
+  EXPECT_NE(state["last_error"]["message"].get<std::string>().find("is not the manifest's"), std::string::npos)
+      << state.dump();
+  auto [after_status, after] = Greedy({{"return_token_ids", true}});
+  ASSERT_EQ(after_status, 200) << after.dump();
+  EXPECT_EQ(after["choices"][0]["token_ids"], before["choices"][0]["token_ids"]);
 }
 
 TEST_F(OpenAiWeightsTest, ALoadIs202ThenServesTheNewVersionAndVersionsMustRise) {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/json.h"
-#include "sandbox/sha256.h"
+#include "common/sha256.h"
 
 namespace flashroll::sandbox::oci_testing {
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <vector>
 #include <grp.h>
 
 #include "sandbox/image.h"
@@ -202,6 +203,29 @@ TEST_F(SandboxSecurityTest, ResourceLimitsAreTheSandboxsNotTheManagers) {
   EXPECT_EQ(r.stdout_data, "1024\n" + hard_nofile + "\n0\n0\n8192\n8192\n0\n") << r.stderr_data;
   // Raising past the hard limit fails inside: no core dumps, ever.
   EXPECT_NE(Sh(*id, "ulimit -c unlimited").exit_code, 0);
+}
+
+// A manager holding more descriptors than a sandbox's open-file limit (a
+// sandboxd with a few hundred idle sandboxes) still starts sandboxes: the
+// child copies the manager's descriptor table, and with the limit set
+// before its last opens every create failed with EMFILE ("landlock:
+// open(O_PATH) /bin: Too many open files" at 245 sandboxes in
+// bench/sandbox_density.sh).
+TEST_F(SandboxSecurityTest, AManagerHoldingManyDescriptorsStillStartsSandboxes) {
+  rlimit nofile {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &nofile), 0);
+  if (nofile.rlim_cur < 2048) GTEST_SKIP() << "the open-file limit is below 2048";
+  std::vector<int> held;
+  for (int i = 0; i < 1200; ++i) {
+    const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    held.push_back(fd);
+  }
+  auto id = manager_->Create(SandboxSpec());
+  for (int fd : held) ::close(fd);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  const ExecResult r = Sh(*id, "ulimit -n");
+  EXPECT_EQ(r.stdout_data, "1024\n") << r.stderr_data;
 }
 
 // Opens each path with the given flags and prints "path ok" or "path ERRNO".

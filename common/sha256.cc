@@ -1,8 +1,8 @@
-#include "sandbox/sha256.h"
+#include "common/sha256.h"
 
 #include <openssl/evp.h>
 
-namespace flashroll::sandbox {
+namespace flashroll {
 
 void Sha256::FreeCtx::operator()(evp_md_ctx_st* ctx) const { EVP_MD_CTX_free(ctx); }
 
@@ -41,4 +41,4 @@ bool IsSha256Hex(const std::string& hex) {
   return true;
 }
 
-}  // namespace flashroll::sandbox
+}  // namespace flashroll

@@ -1,5 +1,6 @@
 // Sha256: the SHA-256 of a stream of bytes (OpenSSL's EVP), used to check
-// OCI image blobs against the digests that name them.
+// OCI image blobs against the digests that name them and checkpoint tensors
+// against their manifest.
 //
 // Thread safety: an object is not synchronised; use one per stream.
 #pragma once
@@ -12,7 +13,7 @@
 
 struct evp_md_ctx_st;
 
-namespace flashroll::sandbox {
+namespace flashroll {
 
 class Sha256 {
  public:
@@ -37,4 +38,4 @@ class Sha256 {
 // True if `hex` is 64 lowercase hex digits, the form a sha256 digest takes.
 bool IsSha256Hex(const std::string& hex);
 
-}  // namespace flashroll::sandbox
+}  // namespace flashroll
