@@ -47,8 +47,12 @@ Status Engine::State::Restore(Sequence* seq) {
                               " x " + std::to_string(kv_layout.head_dim) + " " + KvDTypeName(kv_layout.dtype) +
                               " in blocks of " + std::to_string(kv_layout.block_size));
   }
-  if (snap.sequence_id != seq->id || snap.choice != seq->choice || snap.scoring != seq->scoring ||
-      snap.prompt_len != seq->prompt_len || snap.tokens != seq->tokens) {
+  // A session may have grown since: its file holds a prefix of its tokens.
+  const bool tokens_match =
+      seq->in_session ? snap.tokens.size() <= seq->tokens.size() &&
+                            std::equal(snap.tokens.begin(), snap.tokens.end(), seq->tokens.begin())
+                      : snap.prompt_len == seq->prompt_len && snap.tokens == seq->tokens;
+  if (snap.sequence_id != seq->id || snap.choice != seq->choice || snap.scoring != seq->scoring || !tokens_match) {
     return Status::Corruption(where + "holds sequence " + std::to_string(snap.sequence_id) + " (" +
                               std::to_string(snap.tokens.size()) + " tokens), not paused sequence " +
                               std::to_string(seq->id) + " (" + std::to_string(seq->tokens.size()) + " tokens)");
@@ -120,6 +124,10 @@ Status Engine::Resume(uint64_t sequence_id) {
     if (it == state_->live.end()) return Status::NotFound("sequence " + std::to_string(sequence_id) + " is not running");
     if (!it->second->paused) return Status::FailedPrecondition("sequence " + std::to_string(sequence_id) + " is not paused");
     Sequence* seq = it->second;
+    if (seq->in_session && seq->owner == nullptr) {
+      return Status::FailedPrecondition("sequence " + std::to_string(sequence_id) +
+                                        " is a session's between turns: generate in the session");
+    }
     if (!seq->persisted.empty()) {
       Status restored = state_->Restore(seq);
       if (!restored.ok()) {

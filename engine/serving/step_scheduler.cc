@@ -128,6 +128,7 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
       if ((remaining == 1) != (pass == 0)) continue;
       const int64_t n = std::min(remaining, budget);
       bool fits = EnsureBlocks(seq, seq->computed + n);
+      while (!fits && reclaim_ && reclaim_()) fits = EnsureBlocks(seq, seq->computed + n);
       while (!fits) {
         // Preempt the youngest running sequence not already in this step.
         Sequence* victim = nullptr;
@@ -169,8 +170,11 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
       }
     }
     int64_t n = std::min(len - seq->computed, budget);
-    const int64_t room = (static_cast<int64_t>(seq->blocks.size()) + blocks_->available()) * bs - seq->computed;
-    n = std::min(n, room);
+    auto room = [&] { return (static_cast<int64_t>(seq->blocks.size()) + blocks_->available()) * bs - seq->computed; };
+    // Paused sessions give their blocks back before this one is held back.
+    while (room() < n && reclaim_ && reclaim_()) {
+    }
+    n = std::min(n, room());
     if (n <= 0 || !EnsureBlocks(seq, seq->computed + n)) {
       ReleaseBlocks(seq);
       break;
