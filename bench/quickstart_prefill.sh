@@ -26,5 +26,6 @@ for mode in turns sessions; do
 done
 wait
 for mode in turns sessions; do
-  python3 -c "import json, sys; j = json.load(open(sys.argv[1])); print(sys.argv[2], {k: j[k] for k in ('status', 'prefill_tokens', 'reprefill_tokens', 'trained_tokens', 'weight_version', 'wall_seconds')})" runs/qs-prefill-$mode.json $mode
+  # The summary follows the "job: N" line.
+  python3 -c "import json, sys; t = open(sys.argv[1]).read(); j = json.loads(t[t.index('{'):]); print(sys.argv[2], {k: j[k] for k in ('status', 'samples_done', 'prefill_tokens', 'reprefill_tokens', 'trained_tokens', 'weight_version', 'wall_seconds')})" runs/qs-prefill-$mode.json $mode
 done
