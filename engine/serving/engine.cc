@@ -107,6 +107,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   engine->state_ = std::make_unique<State>();
   State& s = *engine->state_;
   s.model = &model;
+  s.started = &model;
   s.current = std::shared_ptr<const Model>(&model, [](const Model*) {});  // the caller's
   s.weight_bytes = model.WeightBytes();
   s.tokenizer = tokenizer;
@@ -289,6 +290,6 @@ EngineStats Engine::Stats() const {
 }
 
 int64_t Engine::max_model_len() const { return state_->max_model_len; }
-const Model& Engine::model() const { return *state_->model; }
+const Model& Engine::model() const { return *state_->started; }
 
 }  // namespace flashroll::engine

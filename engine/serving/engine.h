@@ -335,6 +335,9 @@ class Engine {
 
   EngineStats Stats() const;
   int64_t max_model_len() const;
+  // The model the engine started with (the caller's, which outlives it):
+  // its config and shapes are every swapped-in version's. Stable across
+  // swaps, unlike the weights serving now, which a swap frees.
   const Model& model() const;
 
  private:

@@ -37,7 +37,8 @@ struct Request {
 };
 
 struct Engine::State {
-  const Model* model = nullptr;
+  const Model* model = nullptr;    // the weights serving now (loop thread)
+  const Model* started = nullptr;  // the caller's, never swapped (Engine::model)
   const Tokenizer* tokenizer = nullptr;
   EngineOptions options;
   int64_t max_model_len = 0;

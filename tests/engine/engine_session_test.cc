@@ -119,6 +119,9 @@ TEST_P(EngineSessionTest, AcrossASwapTheKvIsKeptAndNothingIsComputedAgain) {
   // The kept KV is the old weights': the session's turn differs from the
   // request's, computed wholly under the new ones.
   EXPECT_NE((*resent)[0].tokens, second.tokens);
+  // What model() names outlives the swap (the swapped-in weights do not
+  // outlive the next one): the model the engine started with.
+  EXPECT_EQ(&engine->model(), &model);
 }
 
 TEST_P(EngineSessionTest, WithReprefillOlderThanTheStaleHistoryIsComputedAgain) {
