@@ -73,11 +73,19 @@ Status Engine::State::Restore(Sequence* seq) {
   backend->ImportKv(seq->blocks, snap.computed, snap.kv.data());
   seq->computed = snap.computed;
   for (int64_t b = 0; b < need; ++b) blocks->SetVersion(seq->blocks[b], snap.block_versions[b], true);
-  // The full blocks are known to the prefix cache again, as before the pause.
+  // The full blocks are known to the prefix cache again, as before the
+  // pause: a MoE block with its tokens' routing (a hit hands it out), or
+  // not at all.
   seq->hashes = snap.hashes;
+  const size_t block_routing = static_cast<size_t>(bs * tb);
   for (size_t i = 0; i < seq->hashes.size(); ++i) {
+    if (seq->routing.size() < (i + 1) * block_routing) {
+      seq->hashes.resize(i);
+      break;
+    }
     blocks->Register(seq->blocks[i], seq->hashes[i],
-                     std::span<const int32_t>(seq->tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs)));
+                     std::span<const int32_t>(seq->tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs)),
+                     std::span<const uint8_t>(seq->routing).subspan(i * block_routing, block_routing));
   }
   PlanReprefill(seq);  // weights may have been swapped while it was on disk
   return Status::Ok();
