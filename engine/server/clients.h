@@ -50,4 +50,25 @@ class Owners {
   std::unordered_map<uint64_t, int> owner_;
 };
 
+// One client's claims for as long as a reply runs: each id added is the
+// client's until the Claims goes.
+class Claims {
+ public:
+  Claims(Owners& owners, int client) : owners_(owners), client_(client) {}
+  ~Claims() {
+    for (uint64_t id : ids_) owners_.Forget(id);
+  }
+  Claims(const Claims&) = delete;
+  Claims& operator=(const Claims&) = delete;
+  void Add(uint64_t id) {
+    owners_.Claim(id, client_);
+    ids_.push_back(id);
+  }
+
+ private:
+  Owners& owners_;
+  const int client_;
+  std::vector<uint64_t> ids_;
+};
+
 }  // namespace flashroll::engine

@@ -418,16 +418,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
       choices.emplace_back(tok, p.stop);
       choices.back().last_token = job.arrived;
     }
-    // Each choice's sequence is the asking client's while the reply runs.
-    struct Unclaim {
-      Owners& owners;
-      const std::vector<ChoiceState>& choices;
-      ~Unclaim() {
-        for (const ChoiceState& c : choices) {
-          if (c.sequence_id != 0) owners.Forget(c.sequence_id);
-        }
-      }
-    } unclaim{owners, choices};
+    Claims claims(owners, job.client);  // each choice's sequence, while the reply runs
     bool first_token = true;
     bool stream_started = false;
     auto gone = [&]() {
@@ -469,7 +460,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
       ChoiceState& s = choices[static_cast<size_t>(event->choice)];
       if (event->sequence_id != 0 && s.sequence_id == 0) {
         s.sequence_id = event->sequence_id;
-        owners.Claim(s.sequence_id, job.client);
+        claims.Add(s.sequence_id);
       }
       if (event->has_token) {
         const Clock::time_point now = Clock::now();
