@@ -68,7 +68,20 @@ Status Engine::State::Restore(Sequence* seq) {
   seq->routing = snap.routing;
   const int64_t bs = kv_layout.block_size;
   const int64_t need = (snap.computed + bs - 1) / bs;
-  if (blocks->available() < need) return Status::Ok();  // recomputed once resumed, like a preempted sequence
+  if (blocks->available() < need) {
+    // Recomputed once resumed, like a preempted sequence. With
+    // reprefill_older_than, from the first block too old on its tokens route
+    // afresh: their recorded experts are the old weights'.
+    if (options.reprefill_older_than >= 0 && !seq->scoring && seq->pinned_version < 0) {
+      const int64_t keep_from = version.load() - options.reprefill_older_than;
+      for (int64_t b = 0; b < need; ++b) {
+        if (snap.block_versions[b] >= keep_from) continue;
+        seq->routing.resize(std::min(seq->routing.size(), static_cast<size_t>(b * bs * tb)));
+        break;
+      }
+    }
+    return Status::Ok();
+  }
   for (int64_t b = 0; b < need; ++b) seq->blocks.push_back(blocks->Allocate());
   backend->ImportKv(seq->blocks, snap.computed, snap.kv.data());
   seq->computed = snap.computed;

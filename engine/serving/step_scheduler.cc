@@ -20,6 +20,13 @@ void StepScheduler::AddRunning(Sequence* seq) {
 }
 
 void StepScheduler::ReleaseBlocks(Sequence* seq) {
+  // A partial re-prefill still pending is done by the recompute, from
+  // scratch: the positions it had yet to rewrite route afresh, as it would
+  // have routed them, instead of replaying the old weights' experts.
+  if (seq->reprefilling()) {
+    seq->routing.resize(std::min(seq->routing.size(),
+                                 static_cast<size_t>(seq->reprefill_pos * options_.routing_token_bytes)));
+  }
   for (int32_t b : seq->blocks) blocks_->Release(b);
   seq->blocks.clear();
   seq->hashes.clear();

@@ -202,6 +202,35 @@ TEST_P(EngineSessionTest, ParkedSessionsGiveTheirBlocksToARequestThatWaits) {
   EXPECT_GT(next.reprefill_tokens, 0);
 }
 
+// With k = 0 a parked session whose blocks were given back after a swap
+// computes its history again under the new weights, routing it afresh: its
+// turn is what a fresh request under them samples.
+TEST_P(EngineSessionTest, AReclaimedSessionRecomputesTheStaleHistoryWithTheNewWeightsOwnRouting) {
+  const Model& model = LoadShipped(GetParam());
+  testing::TempDir root;
+  EngineOptions o;
+  o.kv_memory_bytes = 24 * model.KvLayoutFor(16, KvDType::kBF16).BlockBytes();  // 384 tokens
+  o.reprefill_older_than = 0;
+  auto engine = StartEngine(model, o);
+  const std::vector<int32_t> prompt = Prompt(7, 90), tool = Prompt(8, 19);
+  auto session = engine->OpenSession();
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE(engine->AppendToSession(*session, prompt).ok());
+  const Choice first = RunSessionTurn(*engine, *session, 10, 3);
+  ASSERT_TRUE(engine->SwapWeights(OtherWeights(GetParam(), root.path()), 1).ok());
+  // 300 tokens need the session's blocks.
+  ASSERT_TRUE(engine->Generate(Sampled(Prompt(30, 290), 10, 1)).ok());
+  ASSERT_TRUE(engine->AppendToSession(*session, tool).ok());
+  const Choice second = RunSessionTurn(*engine, *session, 16, 4);
+  EXPECT_GT(second.reprefill_tokens, 0);
+  auto fresh = engine->Generate(Sampled(Joined(Joined(prompt, first.tokens), tool), 16, 4));
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_EQ((*fresh)[0].tokens, second.tokens);
+  for (size_t t = 0; t < second.tokens.size(); ++t) {
+    ASSERT_TRUE(SameBits((*fresh)[0].samples[t].logprob, second.samples[t].logprob)) << "token " << t;
+  }
+}
+
 TEST_P(EngineSessionTest, ASessionPausedToDiskTakesTokensAndGoesOnAsInMemory) {
   const Model& model = LoadShipped(GetParam());
   testing::TempDir dir;
