@@ -19,7 +19,8 @@
 // MoE routing (routing.h): every token a sequence computes keeps the experts
 // it used, recorded once, when first computed; a token computed again (after
 // preemption, a pause to disk without room to restore, or a weight swap's
-// recompute) replays its recorded experts instead of routing afresh. So a
+// recompute) replays its recorded experts instead of routing afresh, unless
+// reprefill_older_than marks its block stale (see there). So a
 // sequence that spans a weight swap keeps the routing of the tokens computed
 // before it (spliced routing: old tokens as recorded, new ones routed by the
 // new weights). Sequences whose KV or routing did not all come from the
@@ -77,7 +78,11 @@ struct EngineOptions {
   // to the end of the last, usually a prefix) before it decodes further; a
   // sequence paused to disk is checked when it is read back. The recomputed
   // tokens route afresh (MoE) and their recorded routing is replaced, so the
-  // routing always describes the KV the sequence attends to. With k = 0 the
+  // routing always describes the KV the sequence attends to; so do the stale
+  // tokens of a sequence computed again from scratch before its re-prefill
+  // was done (preempted, its blocks given back, read back without room).
+  // Decoding waits: a sequence decodes nothing while its re-prefill is
+  // pending, so no token it samples attends to stale KV. With k = 0 the
   // continuation is bitwise what a fresh prefill under the new weights
   // gives. EngineStats::reprefill_tokens counts the recomputed tokens.
   int64_t reprefill_older_than = -1;
