@@ -144,7 +144,8 @@ TEST(EngineReprefillRecomputeTest, ARestoreWithoutRoomRoutesTheStaleTokensAfresh
   auto started = Engine::Start(model, nullptr, o);
   ASSERT_TRUE(started.ok());
   Engine& engine = **started;
-  const GenerationRequest r = Sampled(Prompt(4, 100), 40, 6);
+  // Long enough that each pause lands before the sample's end on a loaded machine.
+  const GenerationRequest r = Sampled(Prompt(4, 100), 60, 6);
   auto stream = engine.Submit(r);
   ASSERT_TRUE(stream.ok());
   Paused p;
@@ -155,7 +156,7 @@ TEST(EngineReprefillRecomputeTest, ARestoreWithoutRoomRoutesTheStaleTokensAfresh
   // Another sample holds 19 of the 24 blocks, paused: the file cannot be read back.
   Paused held;
   {
-    auto hog = engine.Submit(Sampled(Prompt(6, 300), 30, 3));
+    auto hog = engine.Submit(Sampled(Prompt(6, 300), 80, 3));
     ASSERT_TRUE(hog.ok());
     held.stream = *hog;
   }
@@ -164,10 +165,10 @@ TEST(EngineReprefillRecomputeTest, ARestoreWithoutRoomRoutesTheStaleTokensAfresh
   ASSERT_TRUE(engine.Resume(p.id).ok());
   held.stream.reset();  // abandoned: its blocks come free and the sample recomputes
   Finish(&p);
-  ASSERT_EQ(p.choice.tokens.size(), 40u);
+  ASSERT_EQ(p.choice.tokens.size(), 60u);
   const std::vector<float> fresh = ScoreChoice(engine, r, p.choice, {});
-  ASSERT_EQ(fresh.size(), 40u);
-  for (size_t t = old_tokens; t < 40; ++t) {
+  ASSERT_EQ(fresh.size(), 60u);
+  for (size_t t = old_tokens; t < 60; ++t) {
     ASSERT_TRUE(SameBits(fresh[t], p.choice.samples[t].logprob)) << "token " << t;
   }
 }
