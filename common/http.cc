@@ -143,7 +143,10 @@ Status StatusFromHttpReply(int http_status, std::string_view body) {
   return Status(fallback, snippet.empty() ? prefix : prefix + ": " + std::string(snippet));
 }
 
-Result<std::string> LoadTokenFile(const std::string& path) {
+namespace {
+
+// The text of a token file: see LoadTokenFile.
+Result<std::string> ReadTokenFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
   std::string text;
@@ -170,22 +173,51 @@ Result<std::string> LoadTokenFile(const std::string& path) {
   }
   ::close(fd);
   FR_RETURN_IF_ERROR(status);
+  if ((st.st_mode & 077) != 0) {
+    char bits[8];
+    std::snprintf(bits, sizeof(bits), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    log::Warn("token file is readable by group or others; chmod 600 it", {{"path", path}, {"mode", bits}});
+  }
+  return text;
+}
 
-  std::string_view token = TrimWhitespace(text);
+Status CheckToken(const std::string& path, std::string_view token) {
   if (token.empty()) return Status::InvalidArgument(path + ": token file is empty");
   for (char c : token) {
     if (c <= 0x20 || c >= 0x7f) {
-      return Status::InvalidArgument(
-          path + ": token contains whitespace, control or non-ASCII characters");
+      return Status::InvalidArgument(path + ": token contains whitespace, control or non-ASCII characters");
     }
   }
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    log::Warn("token file is readable by group or others; chmod 600 it",
-              {{"path", path}, {"mode", mode}});
-  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::string> LoadTokenFile(const std::string& path) {
+  FR_ASSIGN_OR_RETURN(const std::string text, ReadTokenFile(path));
+  std::string_view token = TrimWhitespace(text);
+  FR_RETURN_IF_ERROR(CheckToken(path, token));
   return std::string(token);
+}
+
+Result<std::vector<std::string>> LoadTokenFileLines(const std::string& path) {
+  FR_ASSIGN_OR_RETURN(const std::string text, ReadTokenFile(path));
+  std::vector<std::string> tokens;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line = TrimWhitespace(std::string_view(text).substr(at, end - at));
+    at = end + 1;
+    if (line.empty()) continue;
+    FR_RETURN_IF_ERROR(CheckToken(path, line));
+    if (std::find(tokens.begin(), tokens.end(), line) != tokens.end()) {
+      return Status::InvalidArgument(path + ": a token is listed twice");
+    }
+    tokens.emplace_back(line);
+  }
+  if (tokens.empty()) return Status::InvalidArgument(path + ": token file is empty");
+  return tokens;
 }
 
 const char* HttpMethodName(HttpMethod method) {

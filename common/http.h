@@ -58,6 +58,10 @@ Status StatusFromHttpReply(int http_status, std::string_view body);
 // would break the Authorization header). A file readable by group or others
 // is accepted with a warning in the log.
 Result<std::string> LoadTokenFile(const std::string& path);
+// The tokens of a file that lists one a line (blank lines skipped), each
+// checked as LoadTokenFile checks its one; kInvalidArgument also for a file
+// without any, or one that lists a token twice.
+Result<std::vector<std::string>> LoadTokenFileLines(const std::string& path);
 
 enum class HttpMethod { kGet, kPost, kPut, kPatch, kDelete };
 

@@ -191,6 +191,14 @@ ALTER TABLE samples ADD COLUMN failure_kind TEXT;
 UPDATE sandbox_events SET kind = 'init_exit' WHERE kind = 'pid1_exit';
 )sql";
 
+// Version 6: what the engine computed for a sample's episode in prefill
+// passes, and of that recomputed (NULL for older samples).
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE samples ADD COLUMN prefill_tokens INTEGER CHECK (prefill_tokens IS NULL OR prefill_tokens >= 0);
+ALTER TABLE samples ADD COLUMN reprefill_tokens INTEGER
+  CHECK (reprefill_tokens IS NULL OR (reprefill_tokens >= 0 AND reprefill_tokens <= prefill_tokens));
+)sql";
+
 // int32 little-endian, whatever the host order, so a store file moves
 // between machines.
 std::vector<uint8_t> EncodeInt32s(std::span<const int32_t> values) {
@@ -296,7 +304,7 @@ Status InsertTurn(Statement& stmt, const Turn& turn) {
 
 const std::vector<sqlite::Migration>& Migrations() {
   static const std::vector<sqlite::Migration> migrations = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
-                                                                {5, kSchemaV5}};
+                                                                {5, kSchemaV5}, {6, kSchemaV6}};
   return migrations;
 }
 
@@ -504,7 +512,7 @@ Status CompleteSample(Database& db, const SampleOutcome& outcome, std::span<cons
                       db.Prepare("UPDATE samples SET status = ?2, reward = ?3, first_policy_version = ?4,"
                                  " last_policy_version = ?5, reasoning_tokens = ?6, total_tokens = ?7, error = ?8,"
                                  " finished_at_ms = ?9, generate_ms = ?10, tool_ms = ?11, verify_ms = ?12, reward_parts_json = ?13,"
-                                 " failure_kind = ?14 WHERE id = ?1"));
+                                 " failure_kind = ?14, prefill_tokens = ?15, reprefill_tokens = ?16 WHERE id = ?1"));
   Status status = update.Bind(1, outcome.sample_id);
   if (status.ok()) status = update.Bind(2, SampleStatusName(outcome.status));
   if (status.ok()) status = update.Bind(3, outcome.reward);
@@ -525,9 +533,27 @@ Status CompleteSample(Database& db, const SampleOutcome& outcome, std::span<cons
   if (status.ok()) {
     status = outcome.failure_kind.empty() ? update.Bind(14, nullptr) : update.Bind(14, outcome.failure_kind);
   }
+  if (status.ok()) status = update.Bind(15, outcome.prefill_tokens);
+  if (status.ok()) status = update.Bind(16, outcome.reprefill_tokens);
   if (status.ok()) status = update.Run();
   if (status.ok()) status = txn->Commit();
   return status.Wrap(what);
+}
+
+Result<JobTokenTotals> LoadJobTokenTotals(Database& db, int64_t job_id) {
+  FR_ASSIGN_OR_RETURN(Statement stmt,
+                      db.Prepare("SELECT COALESCE(SUM(prefill_tokens), 0), COALESCE(SUM(reprefill_tokens), 0),"
+                                 " COALESCE(SUM(CASE WHEN acked_at_version IS NOT NULL OR trained_at_version IS NOT NULL"
+                                 " THEN total_tokens END), 0) FROM samples WHERE job_id = ?1"));
+  FR_RETURN_IF_ERROR(stmt.Bind(1, job_id));
+  FR_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  JobTokenTotals totals;
+  if (row) {
+    totals.prefill_tokens = stmt.ColumnInt64(0);
+    totals.reprefill_tokens = stmt.ColumnInt64(1);
+    totals.trained_tokens = stmt.ColumnInt64(2);
+  }
+  return totals;
 }
 
 Status RecordAdvantages(Database& db, std::span<const SampleAdvantage> advantages) {

@@ -28,7 +28,7 @@
 namespace flashroll::store {
 
 // The schema version this build writes; Migrations().size().
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 
 // The store's numbered migrations, oldest first.
 const std::vector<sqlite::Migration>& Migrations();
@@ -143,6 +143,9 @@ struct SampleOutcome {
   // An infrastructure failure's kind (rollout/failure_kind.h names them;
   // empty = none: the sample's outcome is the agent's).
   std::string failure_kind;
+  // What the engine computed for the sample's episode in prefill passes,
+  // and of that recomputed (rollout/policy.h PrefillCounts).
+  int64_t prefill_tokens = 0, reprefill_tokens = 0;
 };
 
 // Finishes a queued or running sample in one transaction: appends `turns`
@@ -206,6 +209,18 @@ Result<std::vector<AckedSample>> AckedUpTo(sqlite::Database& db, int64_t job_id,
 // `durable_version` and not recorded trained (no durable checkpoint holds
 // their update: they are served again). Returns their groups, ascending.
 Result<std::vector<int64_t>> ForgetUndurableAcks(sqlite::Database& db, int64_t job_id, int64_t durable_version);
+
+// A job's token totals over all its samples, across every run of the job:
+// prefill_tokens and reprefill_tokens summed over every finished attempt
+// (the engine computed them whatever became of the sample), trained_tokens
+// the total_tokens of the samples a trainer step consumed (acknowledged or
+// recorded trained).
+struct JobTokenTotals {
+  int64_t prefill_tokens = 0;
+  int64_t reprefill_tokens = 0;
+  int64_t trained_tokens = 0;
+};
+Result<JobTokenTotals> LoadJobTokenTotals(sqlite::Database& db, int64_t job_id);
 
 struct PublishedVersion {
   int64_t version = 0;

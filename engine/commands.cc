@@ -488,15 +488,17 @@ int RunServe(const std::vector<std::string>& args) {
   engine::ServeOptions o;
   FlagParser flags(
       "flashroll serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key-file F] [--threads N] "
-      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR] [--reprefill-older-than K] [--weight-memory 64M] "
+      "[--max-running N] [--kv-memory 2G] [--kv-dtype bf16|f32] [--max-model-len N] [--checkpoint-root DIR] [--reprefill-older-than K] [--weight-memory 64M] [--persist-dir DIR] "
       "[--device cpu|cuda[:N]]",
       "Serves the model over an OpenAI-compatible HTTP API (/v1/models, /v1/completions, "
-      "/v1/chat/completions, /v1/score, /v1/sequences, /v1/weights, /health, /metrics) until SIGINT or SIGTERM. Prints \"serving NAME on URL\" "
+      "/v1/chat/completions, /v1/score, /v1/sequences, /v1/sessions, /v1/weights, /health, /metrics) until SIGINT or SIGTERM. Prints \"serving NAME on URL\" "
       "once it accepts connections (--port 0 picks a free port).");
   flags.String("--model", &o.model_path, "Hugging Face model directory or GGUF file");
   flags.String("--host", &o.host, "address to listen on (default 127.0.0.1)");
   flags.Int("--port", &o.port, "port to listen on (default 8000; 0: a free one)");
-  flags.String("--api-key-file", &o.api_key_file, "file holding the key clients send as \"Authorization: Bearer KEY\"");
+  flags.String("--api-key-file", &o.api_key_file,
+               "file listing the keys clients send as \"Authorization: Bearer KEY\", one a line; each key is a client, "
+               "which sees only its own sessions and sequences");
   flags.String("--served-model-name", &o.served_model_name, "the model's name in the API (default: PATH's basename)");
   flags.Int("--threads", &o.threads, "kernel threads (default: all cores)");
   flags.String("--device", &o.device, kDeviceHelp);
@@ -510,6 +512,9 @@ int RunServe(const std::vector<std::string>& args) {
   flags.Int("--reprefill-older-than", &o.reprefill_older_than,
             "after a swap to weight version V, recompute the KV blocks written by versions older than V - K "
             "before decoding on (default -1: off, stale KV is kept)");
+  flags.String("--persist-dir", &o.persist_dir,
+               "an existing directory where sequences and sessions paused to disk are kept (default: none, pausing to "
+               "disk is refused)");
   flags.String("--weight-memory", &o.weight_memory,
                "memory for resident weights; requests with \"pin_version\": true need room for two versions and are "
                "refused below it (default: room for two)");

@@ -83,6 +83,11 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
   AppendText(tokenizer, task.prompt, &episode, /*content=*/true);
   AppendText(tokenizer, "<|im_end|>\n<|im_start|>assistant\n", &episode);
 
+  auto session = policy.OpenSession();
+  if (!session.ok()) {
+    Broke(episode, FailureKind::kPolicyUnreachable, session.status().Wrap("episode " + task.id));
+    return episode;
+  }
   episode.stop_reason = "max_turns";
   std::vector<int32_t> stops = {im_end};
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
@@ -111,7 +116,7 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
       // Each turn draws from its own stream of the episode's seed.
       request.seed = options.seed * 1'000'003ull + static_cast<uint64_t>(turn_index);
       std::optional<std::string> interrupted;
-      auto stopped = policy.Generate(
+      auto stopped = (*session)->Generate(
           request,
           [&](const PolicyToken& t) {
             if (closed) return;
@@ -186,6 +191,10 @@ Result<Episode> RunEpisode(Policy& policy, const engine::Tokenizer& tokenizer,
     AppendText(tokenizer, "<|im_end|>\n<|im_start|>assistant\n", &episode);
     episode.turns.push_back(std::move(turn));
   }
+  const PrefillCounts counts = (*session)->counts();
+  episode.prefill_tokens = counts.prefill_tokens;
+  episode.reprefill_tokens = counts.reprefill_tokens;
+  (*session).reset();  // the engine's KV goes back before the verifier runs
   // Every turn pays for its tokens, malformed and interrupted ones too, so
   // neither a broken format nor a deadline escapes the length penalty.
   for (EpisodeTurn& turn : episode.turns) {

@@ -4,9 +4,11 @@
 // budget ends it; then the task's verifier scores it.
 //
 // Token-in/token-out: the conversation lives as one growing token sequence;
-// each assistant turn is one request to the policy (policy.h) with the whole
-// conversation as its prompt (the engine's prefix cache finds the earlier
-// turns' KV blocks, so only the new tokens are computed). Earlier turns are
+// the episode opens one PolicySession (policy.h) and asks each assistant
+// turn with the whole conversation: the embedded engine keeps it as one
+// session, paused with its KV while the tool runs, so only the new tokens
+// are computed, across weight swaps too; a server gets each turn as a
+// request of its own. Earlier turns are
 // never re-tokenised, so the tokens a trainer sees are exactly the tokens the
 // policy sampled, each with its raw logprob and weight version.
 // The conversation is ChatML: <|im_start|>ROLE\nCONTENT<|im_end|>\n.
@@ -81,6 +83,9 @@ struct Episode {
   std::optional<FailureKind> failure_kind;
   std::string failure;
   int64_t verify_ms = 0;
+  // What the engine computed for the episode in prefill passes, and of
+  // that recomputed (PrefillCounts; 0 from a server).
+  int64_t prefill_tokens = 0, reprefill_tokens = 0;
   int64_t reasoning_tokens() const;  // over all turns
 };
 

@@ -36,6 +36,26 @@ struct PolicyToken {
   int64_t version = 0;
 };
 
+// What the engine computed for one episode in prefill passes, and of that
+// recomputed (engine::EngineStats::prefill_tokens, reprefill_tokens); zero
+// where the policy does not say (a server).
+struct PrefillCounts {
+  int64_t prefill_tokens = 0;
+  int64_t reprefill_tokens = 0;
+};
+
+// One episode's conversation with the policy. Each turn names the whole
+// conversation so far (PolicyRequest::prompt), which only grows: the
+// earlier turns' tokens, each followed by what the episode appended.
+class PolicySession {
+ public:
+  virtual ~PolicySession() = default;
+  // As Policy::Generate.
+  virtual Result<bool> Generate(const PolicyRequest& request, const std::function<void(const PolicyToken&)>& on_token,
+                                const std::function<bool()>& interrupted) = 0;
+  virtual PrefillCounts counts() const { return {}; }
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -48,10 +68,20 @@ class Policy {
   // naming the endpoint.
   virtual Result<bool> Generate(const PolicyRequest& request, const std::function<void(const PolicyToken&)>& on_token,
                                 const std::function<bool()>& interrupted) = 0;
+  // A conversation for one episode. By default each turn is a Generate of
+  // its own with the whole conversation.
+  virtual Result<std::unique_ptr<PolicySession>> OpenSession();
 };
 
-// The embedded engine (which must outlive the policy).
-std::unique_ptr<Policy> EnginePolicy(engine::Engine& engine);
+// The embedded engine (which must outlive the policy). With `sessions`, an
+// episode is one engine session (Engine::OpenSession): its sequence stays
+// paused with its KV while the tool runs, the tool's tokens are appended
+// and the next turn computes only them, across weight swaps too. Without,
+// each turn is a new request with the whole conversation, which the prefix
+// cache finds only under the weights that computed it (a swap recomputes
+// the history); its recomputed positions are counted all the same
+// (GenerationRequest::computed_before).
+std::unique_ptr<Policy> EnginePolicy(engine::Engine& engine, bool sessions = true);
 
 struct OpenAiPolicyOptions {
   std::string url;           // http://HOST:PORT of the server

@@ -58,7 +58,9 @@ Schema JobConfigSchema(bool training_map) {
                              .Required("path", Schema::String())
                              .Optional("threads", Schema::Int(1, 256))
                              .Optional("kv_memory", Schema::ByteSize(1ull << 20))
-                             .Optional("device", Schema::String()))
+                             .Optional("device", Schema::String())
+                             .Optional("sessions", Schema::Bool())
+                             .Optional("reprefill_older_than", Schema::Int(-1, 1'000'000)))
       .Optional("policy", Schema::Map()
                               .Required("url", Schema::String())
                               .Required("model", Schema::String())
@@ -293,6 +295,8 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   c.model.threads = ReadInt(model, "threads", c.model.threads);
   c.model.kv_memory_bytes = ReadByteSize(model, "kv_memory", c.model.kv_memory_bytes);
   c.model.device = ReadString(model, "device", c.model.device);
+  c.model.sessions = ReadBool(model, "sessions", c.model.sessions);
+  c.model.reprefill_older_than = ReadInt(model, "reprefill_older_than", c.model.reprefill_older_than);
   if (Result<engine::DeviceSpec> device = engine::ParseDevice(c.model.device); !device.ok()) {
     return file.ErrorAt(model["device"], "model.device", device.status().message());
   }

@@ -31,6 +31,14 @@ struct JobConfig {
     int64_t threads = 2;
     uint64_t kv_memory_bytes = 512ull << 20;
     std::string device = "cpu";  // where the embedded engine runs: cpu, cuda or cuda:N (engine/device/device.h)
+    // An episode is one engine session (rollout/policy.h EnginePolicy):
+    // its KV kept while tools run and across weight swaps. false: each
+    // turn a new request with the whole conversation.
+    bool sessions = true;
+    // After a swap to version V, KV blocks written by versions older than
+    // V - k are computed again before the sequence decodes further
+    // (engine::EngineOptions::reprefill_older_than); -1 keeps every block.
+    int64_t reprefill_older_than = -1;
   } model;
 
   // Where turns come from: the embedded engine over model.path (url empty),

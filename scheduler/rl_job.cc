@@ -163,9 +163,10 @@ Status Job::Open() {
   engine_options.threads = static_cast<int>(config_.model.threads);
   engine_options.max_running = config_.scheduler.max_in_flight;
   engine_options.kv_memory_bytes = static_cast<int64_t>(config_.model.kv_memory_bytes);
+  engine_options.reprefill_older_than = config_.model.reprefill_older_than;
   if (config_.policy.url.empty()) {
     FR_ASSIGN_OR_RETURN(engine_, engine::Engine::Start(*model_, tokenizer_.get(), engine_options));
-    policy_ = EnginePolicy(*engine_);
+    policy_ = EnginePolicy(*engine_, config_.model.sessions);
   } else {
     OpenAiPolicyOptions remote;
     remote.url = config_.policy.url;
@@ -370,6 +371,11 @@ void Job::RunSample(sqlite::Database& db, const SampleTicket& ticket) {
 
   store::SampleOutcome outcome;
   outcome.sample_id = *sample_id;
+  if (episode.ok()) {
+    // Computed whatever became of the sample.
+    outcome.prefill_tokens = episode->prefill_tokens;
+    outcome.reprefill_tokens = episode->reprefill_tokens;
+  }
   std::vector<store::Turn> turns;
   int64_t generated = 0;
   bool failed = false;
@@ -673,6 +679,10 @@ Result<RlJobSummary> Job::Run() {
   summary_.mean_batch = busy_polls_ ? static_cast<double>(running_sum_) / static_cast<double>(busy_polls_) : 0.0;
   summary_.engine_tokens_per_second =
       summary_.wall_seconds > 0 ? static_cast<double>(EngineStats().generated_tokens) / summary_.wall_seconds : 0.0;
+  FR_ASSIGN_OR_RETURN(const store::JobTokenTotals tokens, store::LoadJobTokenTotals(*db_, job_id_));
+  summary_.prefill_tokens = tokens.prefill_tokens;
+  summary_.reprefill_tokens = tokens.reprefill_tokens;
+  summary_.trained_tokens = tokens.trained_tokens;
   if (trainer_) {
     summary_.weight_version = engine_->weight_version();
     summary_.trainer_restarts = trainer_->restarts_used();

@@ -64,6 +64,11 @@ struct RlJobSummary {
   std::vector<std::string> quarantined_tasks;
   // Training jobs: the engine's final weight version, how often the trainer
   // was restarted, the fixed evaluation before/after and the trainer's log.
+  // Over the whole job, every run of it (store::JobTokenTotals): tokens the
+  // engine computed in prefill passes for the samples' episodes, of those
+  // the positions an episode had computed before, and the tokens of the
+  // samples trainer steps consumed.
+  int64_t prefill_tokens = 0, reprefill_tokens = 0, trained_tokens = 0;
   int64_t weight_version = 0;
   int64_t trainer_restarts = 0;
   Json eval = Json::object();

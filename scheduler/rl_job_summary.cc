@@ -35,6 +35,8 @@ std::string RlJobSummary::ToText() const {
   }
   text += "engine: busy " + FixedPoint(100 * busy_fraction, 1) + "% of the time, mean batch " + FixedPoint(mean_batch, 1) +
           " sequences, " + FixedPoint(engine_tokens_per_second, 0) + " generated tokens/s\n";
+  text += "prefill: " + std::to_string(prefill_tokens) + " tokens, " + std::to_string(reprefill_tokens) +
+          " of them computed again; " + std::to_string(trained_tokens) + " tokens trained on\n";
   char line[160];
   std::snprintf(line, sizeof(line), "%8s %8s %8s %8s %12s %18s\n", "effort", "samples", "success", "failed",
                 "mean reward", "reasoning tokens");
@@ -80,6 +82,7 @@ Json RlJobSummary::ToJson() const {
           {"wall_seconds", wall_seconds}, {"busy_fraction", busy_fraction},
           {"mean_batch", mean_batch},   {"engine_tokens_per_second", engine_tokens_per_second},
           {"by_effort", by},
+          {"prefill_tokens", prefill_tokens}, {"reprefill_tokens", reprefill_tokens}, {"trained_tokens", trained_tokens},
           {"weight_version", weight_version}, {"trainer_restarts", trainer_restarts},
           {"eval", eval}, {"report", report}};
 }

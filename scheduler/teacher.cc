@@ -38,7 +38,7 @@ Result<std::unique_ptr<Teacher>> Teacher::Start(const JobConfig& config, const e
   engine::OpenAiServerOptions server_options;
   server_options.host = "127.0.0.1";
   server_options.port = 0;  // a free port, chosen by the kernel when the server binds
-  server_options.api_key = api_key;
+  server_options.api_keys = {api_key};
   server_options.model_name = engine::DefaultServedModelName(t.model);
   auto server = engine::OpenAiServer::Start(teacher->engine_.get(), teacher->tokenizer_.get(), server_options);
   if (!server.ok()) return server.status().Wrap("training.teacher: serving " + t.model);

@@ -576,6 +576,34 @@ std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out) {
   return std::nullopt;
 }
 
+std::optional<ApiError> ReadSessionAppendRequest(const Json& body, SessionAppendRequest* out) {
+  const bool tokens = Find(body, "token_ids") != nullptr, text = Find(body, "text") != nullptr;
+  if (tokens == text) return InvalidRequest(tokens ? "text" : "token_ids", "give exactly one of token_ids and text");
+  out->is_tokens = tokens;
+  if (tokens) return ReadTokenIds(body, "token_ids", &out->token_ids);
+  if (auto e = ReadString(body, "text", &out->text)) return e;
+  if (out->text.empty()) return InvalidRequest("text", "is empty");
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadSessionGenerateRequest(const Json& body, GenerationParams* out) {
+  if (auto e = ReadGenerationParams(body, /*chat=*/false, out)) return e;
+  if (out->n != 1) return InvalidRequest("n", "a session's turn is one choice");
+  if (out->stream) return InvalidRequest("stream", "a session's turn is answered whole");
+  if (out->return_routing) return InvalidRequest("return_routing", "not with sessions");
+  if (out->pin_version) return InvalidRequest("pin_version", "a session moves to new weights at each swap");
+  if (out->min_version) return InvalidRequest("min_version", "not with sessions");
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadSessionPauseRequest(const Json& body, SessionPauseRequest* out) {
+  std::string to = "memory";
+  if (auto e = ReadString(body, "to", &to)) return e;
+  if (to != "memory" && to != "disk") return InvalidRequest("to", "must be \"memory\" or \"disk\", got \"" + to + "\"");
+  out->to_disk = to == "disk";
+  return std::nullopt;
+}
+
 std::optional<ApiError> ReadWeightsRequest(const Json& body, WeightsRequest* out) {
   if (!body.is_object()) return InvalidRequest("", "expected a JSON object");
   if (!body.contains("path") || body["path"].is_null()) return InvalidRequest("path", "missing");

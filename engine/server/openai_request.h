@@ -137,6 +137,19 @@ struct WeightsRequest {
   int64_t version = 0;  // at least 1
 };
 
+// POST /v1/sessions/{id}/append: exactly one of token_ids (non-empty) and
+// text (non-empty, tokenised as plain text by the server).
+struct SessionAppendRequest {
+  bool is_tokens = false;
+  std::vector<int32_t> token_ids;
+  std::string text;
+};
+
+// POST /v1/sessions/{id}/pause: "to" is "memory" (the default) or "disk".
+struct SessionPauseRequest {
+  bool to_disk = false;
+};
+
 // Parses a request body as one JSON object. A malformed body gives
 // "malformed JSON: parse error at byte B (line L, column C): ...".
 std::optional<ApiError> ParseJsonBody(std::string_view body, Json* out);
@@ -149,6 +162,12 @@ std::optional<ApiError> ReadChatRequest(const Json& body, ChatRequest* out);
 // neither; top_logprobs only with json). Token ids are checked against the
 // vocabulary and the context by the server, which knows them.
 std::optional<ApiError> ReadScoreRequest(const Json& body, ScoreRequest* out);
+std::optional<ApiError> ReadSessionAppendRequest(const Json& body, SessionAppendRequest* out);
+// /v1/completions' generation fields with "model" required; n, stream,
+// return_routing, pin_version and min_version are refused (a session's turn
+// is one choice, answered whole, on the weights of the moment).
+std::optional<ApiError> ReadSessionGenerateRequest(const Json& body, GenerationParams* out);
+std::optional<ApiError> ReadSessionPauseRequest(const Json& body, SessionPauseRequest* out);
 // A non-empty path and an integer version of at least 1, both required.
 std::optional<ApiError> ReadWeightsRequest(const Json& body, WeightsRequest* out);
 

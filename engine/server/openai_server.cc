@@ -1,5 +1,8 @@
 #include "engine/server/openai_server.h"
 
+#include "engine/server/clients.h"
+#include "engine/server/session_routes.h"
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -44,17 +47,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  unsigned diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned>(x ^ y);
-  }
-  return diff == 0;
-}
-
 const char* FinishName(FinishReason reason, bool cut_at_stop_string) {
   if (cut_at_stop_string) return "stop";
   switch (reason) {
@@ -92,6 +84,7 @@ struct Job {
   std::string id;
   int64_t created = 0;
   Clock::time_point arrived;
+  int client = 0;  // ApiKeys::Identify
 };
 
 // A choice while it is generated.
@@ -209,13 +202,19 @@ struct OpenAiServer::Impl {
   std::unique_ptr<ChatFormat> chat_format;
   Status chat_format_error;
   ServerMetrics metrics;
+  std::unique_ptr<ApiKeys> keys;
+  Owners owners;  // each choice's engine sequence, by the client that asked
   int64_t started_at = UnixNow();
   // Declared before http, so destroyed after it: handlers use it.
   std::unique_ptr<WeightLoader> weights;
+  std::unique_ptr<SessionRoutes> sessions;
   std::unique_ptr<HttpServer> http;
 
   void AddRoutes();
-  std::optional<ApiError> CheckAuth(const HttpRequest& request) const;
+  std::optional<ApiError> CheckAuth(const HttpRequest& request, int* client = nullptr) const {
+    int ignored = 0;
+    return keys->Identify(request, client ? client : &ignored);
+  }
   std::optional<ApiError> CheckModel(const std::string& model) const;
   // Fills job->prompt from the chat messages; sets parse_tools.
   std::optional<ApiError> ChatPrompt(const ChatRequest& request, Job* job) const;
@@ -238,23 +237,6 @@ struct OpenAiServer::Impl {
     return ErrorReply(e);
   }
 };
-
-std::optional<ApiError> OpenAiServer::Impl::CheckAuth(const HttpRequest& request) const {
-  if (options.api_key.empty()) return std::nullopt;
-  ApiError e;
-  e.http_status = 401;
-  e.code = "invalid_api_key";
-  std::optional<std::string> header = request.Header("authorization");
-  if (!header || header->size() < 7 || (header->compare(0, 7, "Bearer ") != 0 && header->compare(0, 7, "bearer ") != 0)) {
-    e.message = "missing API key: send \"Authorization: Bearer <key>\"";
-    return e;
-  }
-  if (!ConstantTimeEquals(TrimWhitespace(std::string_view(*header).substr(7)), options.api_key)) {
-    e.message = "incorrect API key";
-    return e;
-  }
-  return std::nullopt;
-}
 
 std::optional<ApiError> OpenAiServer::Impl::CheckModel(const std::string& model) const {
   if (model == options.model_name) return std::nullopt;
@@ -324,7 +306,7 @@ Result<StreamResponse> OpenAiServer::Impl::Completions(const HttpRequest& http_r
   Job job;
   job.endpoint = kCompletionsPath;
   job.arrived = Clock::now();
-  if (auto e = CheckAuth(http_request)) return Fail(job.endpoint, job.arrived, *e);
+  if (auto e = CheckAuth(http_request, &job.client)) return Fail(job.endpoint, job.arrived, *e);
   Json body;
   if (auto e = ParseJsonBody(http_request.body, &body)) return Fail(job.endpoint, job.arrived, *e);
   CompletionRequest request;
@@ -371,7 +353,7 @@ Result<StreamResponse> OpenAiServer::Impl::Chat(const HttpRequest& http_request)
   job.chat = true;
   job.endpoint = kChatPath;
   job.arrived = Clock::now();
-  if (auto e = CheckAuth(http_request)) return Fail(job.endpoint, job.arrived, *e);
+  if (auto e = CheckAuth(http_request, &job.client)) return Fail(job.endpoint, job.arrived, *e);
   Json body;
   if (auto e = ParseJsonBody(http_request.body, &body)) return Fail(job.endpoint, job.arrived, *e);
   ChatRequest request;
@@ -436,6 +418,7 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
       choices.emplace_back(tok, p.stop);
       choices.back().last_token = job.arrived;
     }
+    Claims claims(owners, job.client);  // each choice's sequence, while the reply runs
     bool first_token = true;
     bool stream_started = false;
     auto gone = [&]() {
@@ -475,7 +458,10 @@ StreamResponse OpenAiServer::Impl::Run(Job job, std::vector<int32_t> stop_tokens
       if (timed_out) continue;
       if (!event) break;
       ChoiceState& s = choices[static_cast<size_t>(event->choice)];
-      if (event->sequence_id != 0) s.sequence_id = event->sequence_id;
+      if (event->sequence_id != 0 && s.sequence_id == 0) {
+        s.sequence_id = event->sequence_id;
+        claims.Add(s.sequence_id);
+      }
       if (event->has_token) {
         const Clock::time_point now = Clock::now();
         if (first_token) {
@@ -846,11 +832,13 @@ HttpResponse OpenAiServer::Impl::SequenceRoute(const HttpRequest& request, const
     metrics.ObserveRequest(kSequencesPath, status, SecondsSince(arrived));
     return RawJson(status, body);
   };
-  if (auto e = CheckAuth(request)) return answer(e->http_status, e->ToJson());
+  int client = 0;
+  if (auto e = CheckAuth(request, &client)) return answer(e->http_status, e->ToJson());
   auto it = request.path_params.find("id");
   const std::string text = it == request.path_params.end() ? std::string() : it->second;
   std::optional<uint64_t> id = ParseSequenceId(text);
-  if (!id || *id == 0) {
+  // Another client's sequence is as unknown as one that never was.
+  if (!id || *id == 0 || !owners.Owns(*id, client)) {
     ApiError e;
     e.http_status = 404;
     e.code = "sequence_not_found";
@@ -929,6 +917,7 @@ void OpenAiServer::Impl::AddRoutes() {
                   [this](const HttpRequest& r) -> Result<HttpResponse> { return SequenceRoute(r, "pause"); });
   http->HandleRaw(HttpMethod::kPost, "/v1/sequences/:id/resume",
                   [this](const HttpRequest& r) -> Result<HttpResponse> { return SequenceRoute(r, "resume"); });
+  sessions->AddTo(*http);
   http->HandleRaw(HttpMethod::kPost, kWeightsPath,
                   [this](const HttpRequest& r) -> Result<HttpResponse> { return LoadWeights(r); });
   http->HandleRaw(HttpMethod::kGet, kWeightsPath,
@@ -977,6 +966,9 @@ Result<std::unique_ptr<OpenAiServer>> OpenAiServer::Start(Engine* engine, const 
   s.engine = engine;
   s.tokenizer = tokenizer;
   s.options = options;
+  s.keys = std::make_unique<ApiKeys>(options.api_keys);
+  s.sessions = std::make_unique<SessionRoutes>(engine, tokenizer, s.keys.get(), &s.owners, &s.metrics,
+                                               options.model_name, options.default_max_tokens);
   FR_ASSIGN_OR_RETURN(s.weights, WeightLoader::Create(engine, options.checkpoint_root));
   if (tokenizer->chat_template().empty()) {
     s.chat_format_error = Status::Unimplemented("the tokenizer config has no chat_template");

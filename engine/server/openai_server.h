@@ -113,8 +113,25 @@
 // a 4xx/5xx status, never a dropped connection (except a stream cut by the
 // client, or a body cut because the engine failed after the status line).
 //
-// With an API key, /v1/* needs "Authorization: Bearer <key>" (401
-// otherwise); /health and /metrics stay open for probes and scrapers.
+// With API keys, /v1/* needs "Authorization: Bearer <key>" with one of
+// them (401 otherwise); /health and /metrics stay open for probes and
+// scrapers. Each key is a client: a /v1/sequences id or a session is
+// answered only to the key whose request made it (404 for any other).
+//
+// Sessions (session_routes.h): one engine sequence per agent episode, kept
+// with its KV between turns:
+//   POST   /v1/sessions                {"id": 32 hex digits (128 random bits), "object": "session", ...}
+//   GET    /v1/sessions/{id}           the session: tokens, state, kv_blocks, on_disk, prefill counts
+//   POST   /v1/sessions/{id}/append    {"token_ids": [...]} or {"text": "..."} (plain text: markup such
+//                                      as <|im_end|> is tokenised as text, never as a control token);
+//                                      409 while a turn runs
+//   POST   /v1/sessions/{id}/generate  a turn over the session's tokens: /v1/completions' generation
+//                                      fields ("model" required; n 1, no stream); {"token_ids",
+//                                      "text", "logprobs", "token_versions", "finish_reason", "usage"};
+//                                      409 while another turn runs
+//   POST   /v1/sessions/{id}/pause     {"to": "memory" | "disk"} between turns (disk needs
+//                                      --persist-dir: 409 without); 409 during a turn
+//   DELETE /v1/sessions/{id}           ends it (a running turn ends with "abort")
 //
 // A streaming request whose client goes away is cancelled as soon as a
 // write fails (each token is a write; an idle stream sends an SSE comment
@@ -130,6 +147,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/http.h"
 #include "common/status.h"
@@ -143,7 +161,10 @@ namespace flashroll::engine {
 struct OpenAiServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                // 0: an ephemeral port (port() tells which)
-  std::string api_key;            // empty: no authentication
+  // Each a client (clients.h): a request without one of them is a 401,
+  // and a client sees only its own sessions and sequences. Empty: no
+  // authentication, one client.
+  std::vector<std::string> api_keys;
   std::string model_name;         // the name clients send as "model"; required
   size_t max_connections = 64;    // concurrent connections; more get 429
   int64_t default_max_tokens = 16;  // /v1/completions without max_tokens (OpenAI's default)

@@ -60,6 +60,7 @@ int RunServe(const ServeOptions& o) {
   engine_options.max_running = o.max_running;
   engine_options.max_model_len = o.max_model_len;
   engine_options.reprefill_older_than = o.reprefill_older_than;
+  engine_options.persist_dir = o.persist_dir;
   Result<uint64_t> kv_memory = ParseByteSize(o.kv_memory);
   if (!kv_memory.ok()) return ReportFailure(kv_memory.status().Wrap("--kv-memory"));
   engine_options.kv_memory_bytes = static_cast<int64_t>(*kv_memory);
@@ -85,9 +86,9 @@ int RunServe(const ServeOptions& o) {
   server_options.max_connections = static_cast<size_t>(o.max_connections);
   server_options.model_name = o.served_model_name.empty() ? DefaultServedModelName(o.model_path) : o.served_model_name;
   if (!o.api_key_file.empty()) {
-    Result<std::string> key = LoadTokenFile(o.api_key_file);
-    if (!key.ok()) return ReportFailure(key.status().Wrap("--api-key-file"));
-    server_options.api_key = *key;
+    Result<std::vector<std::string>> keys = LoadTokenFileLines(o.api_key_file);
+    if (!keys.ok()) return ReportFailure(keys.status().Wrap("--api-key-file"));
+    server_options.api_keys = std::move(*keys);
   }
   if (!o.checkpoint_root.empty()) {
     // Bad input, found before the model loads; the server opens it again.

@@ -34,6 +34,7 @@ struct ServeOptions {
   int64_t max_connections = 64;
   std::string checkpoint_root;    // POST /v1/weights loads beneath it; empty: refused
   int64_t reprefill_older_than = -1;  // EngineOptions::reprefill_older_than; -1: off
+  std::string persist_dir;        // EngineOptions::persist_dir; empty: pausing to disk is refused
   std::string weight_memory;        // EngineOptions::weight_memory_bytes, e.g. "64M"; empty: room for two versions
 };
 

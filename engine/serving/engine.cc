@@ -66,6 +66,8 @@ std::vector<Choice> RequestStream::Collect() {
       c.finish = e->finish;
       c.stop_string = e->stop_string;
       c.error = e->error;
+      c.prefill_tokens = e->prefill_tokens;
+      c.reprefill_tokens = e->reprefill_tokens;
     }
   }
   return choices;
@@ -105,6 +107,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   engine->state_ = std::make_unique<State>();
   State& s = *engine->state_;
   s.model = &model;
+  s.started = &model;
   s.current = std::shared_ptr<const Model>(&model, [](const Model*) {});  // the caller's
   s.weight_bytes = model.WeightBytes();
   s.tokenizer = tokenizer;
@@ -145,6 +148,7 @@ Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const Tokenize
   step.salt = BlockManager::ChainHash(s.base_salt, std::span<const int32_t>(),
                                       static_cast<uint64_t>(options.weight_version));
   s.scheduler = std::make_unique<StepScheduler>(s.blocks.get(), s.backend.get(), step);
+  s.scheduler->set_reclaim([&s] { return s.ReclaimParked(); });
   s.scheduler->set_version(options.weight_version);
   s.sampler = std::make_unique<Sampler>(c.vocab_size);
   s.stats.kv_blocks_total = num_blocks;
@@ -286,6 +290,6 @@ EngineStats Engine::Stats() const {
 }
 
 int64_t Engine::max_model_len() const { return state_->max_model_len; }
-const Model& Engine::model() const { return *state_->model; }
+const Model& Engine::model() const { return *state_->started; }
 
 }  // namespace flashroll::engine

@@ -19,7 +19,8 @@
 // MoE routing (routing.h): every token a sequence computes keeps the experts
 // it used, recorded once, when first computed; a token computed again (after
 // preemption, a pause to disk without room to restore, or a weight swap's
-// recompute) replays its recorded experts instead of routing afresh. So a
+// recompute) replays its recorded experts instead of routing afresh, unless
+// reprefill_older_than marks its block stale (see there). So a
 // sequence that spans a weight swap keeps the routing of the tokens computed
 // before it (spliced routing: old tokens as recorded, new ones routed by the
 // new weights). Sequences whose KV or routing did not all come from the
@@ -77,7 +78,11 @@ struct EngineOptions {
   // to the end of the last, usually a prefix) before it decodes further; a
   // sequence paused to disk is checked when it is read back. The recomputed
   // tokens route afresh (MoE) and their recorded routing is replaced, so the
-  // routing always describes the KV the sequence attends to. With k = 0 the
+  // routing always describes the KV the sequence attends to; so do the stale
+  // tokens of a sequence computed again from scratch before its re-prefill
+  // was done (preempted, its blocks given back, read back without room).
+  // Decoding waits: a sequence decodes nothing while its re-prefill is
+  // pending, so no token it samples attends to stale KV. With k = 0 the
   // continuation is bitwise what a fresh prefill under the new weights
   // gives. EngineStats::reprefill_tokens counts the recomputed tokens.
   int64_t reprefill_older_than = -1;
@@ -134,6 +139,11 @@ struct GenerationRequest {
   // at Submit when EngineOptions::weight_memory_bytes has no room for two
   // versions.
   bool pin_version = false;
+  // The first prompt positions that earlier requests of the same episode
+  // computed (a client that sends each turn as a new request with the whole
+  // conversation): computing them again counts in
+  // EngineStats::reprefill_tokens. Sessions need no hint.
+  int64_t computed_before = 0;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -153,6 +163,9 @@ struct StreamEvent {
   std::vector<std::vector<int32_t>> prompt_routing;  // return_prompt_routing: [token][moe_layer * k]
   int64_t version = 0;                       // the weight version that produced the token
   std::string error;                         // with kAbort, why the choice failed, when it did
+  // On a choice's last event: what its sequence computed in prefill passes
+  // and of that recomputed, since it began (a session: since it opened).
+  int64_t prefill_tokens = 0, reprefill_tokens = 0;
 };
 
 // The tokens and logprobs of one finished choice.
@@ -165,6 +178,7 @@ struct Choice {
   FinishReason finish = FinishReason::kNone;
   std::string stop_string;
   std::string error;  // StreamEvent::error of the last event
+  int64_t prefill_tokens = 0, reprefill_tokens = 0;  // those of the last event
 };
 
 // Where one sequence stands (Engine::GetSequence).
@@ -175,6 +189,10 @@ struct SequenceInfo {
   int64_t generated_tokens = 0;
   int64_t kv_blocks = 0;
   bool on_disk = false;  // paused to disk: its KV is in a sequence file
+  int64_t tokens = 0;    // prompt + generated; a session's whole conversation
+  // What this sequence computed in prefill passes and, of that, recomputed
+  // (EngineStats::prefill_tokens, reprefill_tokens).
+  int64_t prefill_tokens = 0, reprefill_tokens = 0;
 };
 
 struct EngineStats {
@@ -183,7 +201,13 @@ struct EngineStats {
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;  // totals since start
   int64_t preemptions = 0, steps = 0;
-  int64_t reprefill_tokens = 0;  // tokens recomputed by partial re-prefill (reprefill_older_than)
+  // Tokens computed in prefill passes (every position but a decode's; prefix
+  // cache hits are not computed), and of those the positions whose KV the
+  // same sequence (or session, or GenerationRequest::computed_before) had
+  // computed before: recomputed after a preemption, a restore without room,
+  // a partial re-prefill (reprefill_older_than) or a released session.
+  int64_t prefill_tokens = 0;
+  int64_t reprefill_tokens = 0;
   int64_t resident_weight_versions = 1;  // the current one, and an older one while pinned sequences use it
 };
 
@@ -279,10 +303,46 @@ class Engine {
   // (FailedPrecondition when another swap is already waiting, Unavailable
   // when the engine stops first).
   Status SwapWeights(std::unique_ptr<Model> model, int64_t version);
+
+  // Sessions (engine_session.cc): one sequence that lives from an episode's
+  // first prompt to its final answer. Between turns it is paused with its
+  // KV blocks and routing kept; AppendToSession adds tokens (a tool's
+  // output) that the next turn prefills after them, and GenerateInSession
+  // runs a turn: a request whose prompt is the session's tokens so far
+  // (GenerationRequest::prompt must be empty; n = 1, no scoring, no
+  // pin_version). The turn's sampling counts its tokens from the turn's
+  // start (its seed and index, like a new request with the whole
+  // conversation as prompt), and when it ends (stop, length, Cancel or the
+  // stream destroyed) the sequence is parked again with what it sampled.
+  // Across a weight swap a session keeps its KV, its tokens recording the
+  // version that sampled them, unless reprefill_older_than asks otherwise.
+  // While a new request waits for KV blocks, parked sessions give theirs
+  // back, the longest-parked first (their full blocks stay in the prefix
+  // cache until evicted; what is gone is recomputed at the next turn).
+  //
+  // NotFound for an unknown or closed session; FailedPrecondition for an
+  // append or generate while a turn runs, or after the session failed (its
+  // sequence file could not be read back: the message says why);
+  // InvalidArgument for tokens outside the vocabulary or beyond the
+  // context.
+  Result<uint64_t> OpenSession();
+  Status AppendToSession(uint64_t session, std::vector<int32_t> tokens);
+  Result<std::shared_ptr<RequestStream>> GenerateInSession(uint64_t session, GenerationRequest turn);
+  // Between turns only; to_disk writes its KV to a sequence file and
+  // releases its blocks (the next turn reads it back).
+  Status PauseSession(uint64_t session, PauseOptions options);
+  // Ends a session between turns or during one (the turn ends with kAbort);
+  // its blocks and file are freed.
+  Status CloseSession(uint64_t session);
+  // The session's sequence: SequenceInfo, its tokens so far.
+  Result<SequenceInfo> GetSession(uint64_t session);
   int64_t weight_version() const;
 
   EngineStats Stats() const;
   int64_t max_model_len() const;
+  // The model the engine started with (the caller's, which outlives it):
+  // its config and shapes are every swapped-in version's. Stable across
+  // swaps, unlike the weights serving now, which a swap frees.
   const Model& model() const;
 
  private:

@@ -47,8 +47,12 @@ Status Engine::State::Restore(Sequence* seq) {
                               " x " + std::to_string(kv_layout.head_dim) + " " + KvDTypeName(kv_layout.dtype) +
                               " in blocks of " + std::to_string(kv_layout.block_size));
   }
-  if (snap.sequence_id != seq->id || snap.choice != seq->choice || snap.scoring != seq->scoring ||
-      snap.prompt_len != seq->prompt_len || snap.tokens != seq->tokens) {
+  // A session may have grown since: its file holds a prefix of its tokens.
+  const bool tokens_match =
+      seq->in_session ? snap.tokens.size() <= seq->tokens.size() &&
+                            std::equal(snap.tokens.begin(), snap.tokens.end(), seq->tokens.begin())
+                      : snap.prompt_len == seq->prompt_len && snap.tokens == seq->tokens;
+  if (snap.sequence_id != seq->id || snap.choice != seq->choice || snap.scoring != seq->scoring || !tokens_match) {
     return Status::Corruption(where + "holds sequence " + std::to_string(snap.sequence_id) + " (" +
                               std::to_string(snap.tokens.size()) + " tokens), not paused sequence " +
                               std::to_string(seq->id) + " (" + std::to_string(seq->tokens.size()) + " tokens)");
@@ -64,16 +68,37 @@ Status Engine::State::Restore(Sequence* seq) {
   seq->routing = snap.routing;
   const int64_t bs = kv_layout.block_size;
   const int64_t need = (snap.computed + bs - 1) / bs;
-  if (blocks->available() < need) return Status::Ok();  // recomputed once resumed, like a preempted sequence
+  if (blocks->available() < need) {
+    // Recomputed once resumed, like a preempted sequence. With
+    // reprefill_older_than, from the first block too old on its tokens route
+    // afresh: their recorded experts are the old weights'.
+    if (options.reprefill_older_than >= 0 && !seq->scoring && seq->pinned_version < 0) {
+      const int64_t keep_from = version.load() - options.reprefill_older_than;
+      for (int64_t b = 0; b < need; ++b) {
+        if (snap.block_versions[b] >= keep_from) continue;
+        seq->routing.resize(std::min(seq->routing.size(), static_cast<size_t>(b * bs * tb)));
+        break;
+      }
+    }
+    return Status::Ok();
+  }
   for (int64_t b = 0; b < need; ++b) seq->blocks.push_back(blocks->Allocate());
   backend->ImportKv(seq->blocks, snap.computed, snap.kv.data());
   seq->computed = snap.computed;
   for (int64_t b = 0; b < need; ++b) blocks->SetVersion(seq->blocks[b], snap.block_versions[b], true);
-  // The full blocks are known to the prefix cache again, as before the pause.
+  // The full blocks are known to the prefix cache again, as before the
+  // pause: a MoE block with its tokens' routing (a hit hands it out), or
+  // not at all.
   seq->hashes = snap.hashes;
+  const size_t block_routing = static_cast<size_t>(bs * tb);
   for (size_t i = 0; i < seq->hashes.size(); ++i) {
+    if (seq->routing.size() < (i + 1) * block_routing) {
+      seq->hashes.resize(i);
+      break;
+    }
     blocks->Register(seq->blocks[i], seq->hashes[i],
-                     std::span<const int32_t>(seq->tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs)));
+                     std::span<const int32_t>(seq->tokens).subspan(i * static_cast<size_t>(bs), static_cast<size_t>(bs)),
+                     std::span<const uint8_t>(seq->routing).subspan(i * block_routing, block_routing));
   }
   PlanReprefill(seq);  // weights may have been swapped while it was on disk
   return Status::Ok();
@@ -120,6 +145,10 @@ Status Engine::Resume(uint64_t sequence_id) {
     if (it == state_->live.end()) return Status::NotFound("sequence " + std::to_string(sequence_id) + " is not running");
     if (!it->second->paused) return Status::FailedPrecondition("sequence " + std::to_string(sequence_id) + " is not paused");
     Sequence* seq = it->second;
+    if (seq->in_session && seq->owner == nullptr) {
+      return Status::FailedPrecondition("sequence " + std::to_string(sequence_id) +
+                                        " is a session's between turns: generate in the session");
+    }
     if (!seq->persisted.empty()) {
       Status restored = state_->Restore(seq);
       if (!restored.ok()) {

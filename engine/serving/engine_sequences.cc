@@ -27,6 +27,10 @@ std::unique_ptr<Sequence> Engine::State::NewSequence(Request* req, int32_t choic
 }
 
 void Engine::State::Retire(Request* req, Sequence* seq) {
+  if (seq->in_session) {
+    Park(req, seq);
+    return;
+  }
   Drop(seq);
   req->done[seq->choice] = true;
   ++req->finished;
@@ -74,6 +78,7 @@ void Engine::State::Admit(std::unique_ptr<Request> req) {
   std::unique_ptr<Sequence> seq = NewSequence(r, 0);
   seq->tokens = r->params.prompt;
   seq->prompt_len = static_cast<int64_t>(seq->tokens.size());
+  seq->computed_high = std::min(r->params.computed_before, seq->prompt_len);
   if (!r->params.score_tokens.empty()) {
     seq->scoring = true;
     seq->tokens.insert(seq->tokens.end(), r->params.score_tokens.begin(), r->params.score_tokens.end());
@@ -93,7 +98,15 @@ void Engine::State::Admit(std::unique_ptr<Request> req) {
 void Engine::State::CancelRequest(uint64_t id) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
-  for (auto& seq : it->second->seqs) Drop(seq.get());
+  Request* req = it->second.get();
+  for (auto& owned : req->seqs) {
+    // A session keeps its sequence, with what the turn sampled.
+    if (Sequence* seq = owned.get(); seq != nullptr && seq->in_session) {
+      if (!req->done[seq->choice]) Park(req, seq);
+    } else if (seq != nullptr) {
+      Drop(seq);
+    }
+  }
   requests.erase(it);
 }
 
@@ -158,6 +171,8 @@ bool Engine::State::Append(Request* req, Sequence* seq, SampledToken token) {
   if (finish != FinishReason::kNone) {
     e.finish = finish;
     e.stop_string = stop;
+    e.prefill_tokens = seq->prefill_tokens;
+    e.reprefill_tokens = seq->reprefill_tokens;
     Emit(req, std::move(e));
     Retire(req, seq);
     return true;
@@ -180,14 +195,17 @@ void Engine::State::Fork(Request* req, Sequence* parent, const float* row) {
     child->routing = parent->routing;
     child->cacheable = parent->cacheable;  // the prompt's KV is the parent's
     child->pinned_version = parent->pinned_version;
+    child->computed_high = parent->computed_high;
     for (int32_t b : child->blocks) blocks->AddRef(b);
     scheduler->AddRunning(child.get());
     children.push_back(child.get());
     req->seqs.push_back(std::move(child));
   }
-  Append(req, parent, sampler->Sample(row, p.sampling, p.prompt, {}, 0, 0));
+  // The prompt is the parent's tokens (a session's conversation so far).
+  const std::vector<int32_t> prompt = parent->tokens;
+  Append(req, parent, sampler->Sample(row, p.sampling, prompt, {}, 0, 0));
   for (Sequence* child : children) {
-    Append(req, child, sampler->Sample(row, p.sampling, p.prompt, {}, static_cast<uint64_t>(child->choice), 0));
+    Append(req, child, sampler->Sample(row, p.sampling, prompt, {}, static_cast<uint64_t>(child->choice), 0));
   }
 }
 

@@ -37,7 +37,8 @@ struct Request {
 };
 
 struct Engine::State {
-  const Model* model = nullptr;
+  const Model* model = nullptr;    // the weights serving now (loop thread)
+  const Model* started = nullptr;  // the caller's, never swapped (Engine::model)
   const Tokenizer* tokenizer = nullptr;
   EngineOptions options;
   int64_t max_model_len = 0;
@@ -83,6 +84,25 @@ struct Engine::State {
   uint64_t next_arrival = 0;
   uint64_t next_sequence_id = 1;
   std::thread loop;
+  // Sessions by id (their sequence's): the sequence while parked between
+  // turns; during a turn its Request holds it.
+  struct Session {
+    std::unique_ptr<Sequence> seq;
+    uint64_t turn = 0;       // the request running its turn, 0 between turns
+    uint64_t parked_at = 0;  // reclaim order: the longest-parked gives its blocks first
+    Status failed = Status::Ok();
+  };
+  std::unordered_map<uint64_t, Session> sessions;
+  uint64_t next_park = 0;
+  // A session's turn ended: its sequence leaves the batch with its blocks
+  // and goes back to the session; the choice is done.
+  void Park(Request* req, Sequence* seq);
+  // Releases the blocks of the longest-parked session that holds any
+  // (StepScheduler::set_reclaim); false when none does.
+  bool ReclaimParked();
+  // Counts what the plan computes in prefill passes and recomputes
+  // (EngineStats::prefill_tokens, reprefill_tokens), per sequence too.
+  void CountPrefill(const std::vector<StepScheduler::Item>& plan, int64_t* prefill, int64_t* recomputed);
 
   void Loop();
   void Step();
@@ -133,7 +153,6 @@ struct Engine::State {
   // there, the row samples one token (not scoring, not the first token of
   // several choices) and its parameters allow (Sampler::DrawsOnDevice).
   RowDraw PlanDraw(const std::vector<StepScheduler::Item>& plan, const LogitsUse& use) const;
-  int64_t reprefill_tokens = 0;
   int64_t RoutedTokens(const Sequence& seq) const {
     return routing.empty() ? 0 : static_cast<int64_t>(seq.routing.size()) / routing.TokenBytes();
   }

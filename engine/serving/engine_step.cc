@@ -104,6 +104,8 @@ void Engine::State::Step() {
     return;
   }
   if (!routing.empty()) RecordRouting(plan);
+  int64_t prefilled = 0, recomputed = 0;
+  CountPrefill(plan, &prefilled, &recomputed);
   scheduler->Commit(plan);
   int64_t generated = 0;
   std::vector<uint64_t> completed;
@@ -159,7 +161,26 @@ void Engine::State::Step() {
   stats.steps++;
   stats.generated_tokens += generated;
   stats.prompt_tokens += prompt_tokens - sampled - reprefilled;
-  stats.reprefill_tokens += reprefilled;
+  stats.prefill_tokens += prefilled;
+  stats.reprefill_tokens += recomputed;
+}
+
+void Engine::State::CountPrefill(const std::vector<StepScheduler::Item>& plan, int64_t* prefill, int64_t* recomputed) {
+  for (const StepScheduler::Item& it : plan) {
+    Sequence* seq = it.seq;
+    // A decode computes the token the sequence sampled last; everything
+    // else (prompts, appended tokens, recomputes) is a prefill pass's.
+    const bool decode = !it.reprefill && !seq->scoring && it.num_tokens == 1 &&
+                        it.start == static_cast<int64_t>(seq->tokens.size()) - 1 && it.start >= seq->prompt_len;
+    const int64_t end = it.start + it.num_tokens;
+    const int64_t again = it.reprefill ? it.num_tokens : std::max<int64_t>(0, std::min(end, seq->computed_high) - it.start);
+    seq->computed_high = std::max(seq->computed_high, end);
+    if (decode) continue;
+    seq->prefill_tokens += it.num_tokens;
+    seq->reprefill_tokens += again;
+    *prefill += it.num_tokens;
+    *recomputed += again;
+  }
 }
 
 void Engine::State::RecordRouting(const std::vector<StepScheduler::Item>& plan) {
@@ -225,6 +246,9 @@ void Engine::State::Loop() {
   std::vector<uint64_t> ids;
   for (const auto& [id, req] : requests) ids.push_back(id);
   for (uint64_t id : ids) AbortRequest(id);
+  for (auto& [id, session] : sessions) {
+    if (!session.seq->persisted.empty()) RemoveSequenceFile(std::exchange(session.seq->persisted, std::string()));
+  }
   if (waiting_swap) {
     waiting_swap->done->set_value(Status::Unavailable("the engine stopped before weight version " +
                                                   std::to_string(waiting_swap->version) + " could be swapped in"));

@@ -15,7 +15,10 @@ Result<bool> Engine::State::TrySwap(const std::shared_ptr<const Model>& incoming
   }
   std::vector<Sequence*> pinning;  // sequences that stay on the current weights
   for (auto& [id, seq] : live) {
-    if (seq->pinned_version < 0 && static_cast<Request*>(seq->owner)->params.pin_version) pinning.push_back(seq);
+    // A parked session (no request) pins nothing.
+    if (seq->pinned_version < 0 && seq->owner != nullptr && static_cast<Request*>(seq->owner)->params.pin_version) {
+      pinning.push_back(seq);
+    }
   }
   if (!pinning.empty() && !pinned_weights.empty()) return false;  // a third version
   if (!pinning.empty()) pinned_weights[version.load()] = current;

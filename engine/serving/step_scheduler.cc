@@ -20,6 +20,13 @@ void StepScheduler::AddRunning(Sequence* seq) {
 }
 
 void StepScheduler::ReleaseBlocks(Sequence* seq) {
+  // A partial re-prefill still pending is done by the recompute, from
+  // scratch: the positions it had yet to rewrite route afresh, as it would
+  // have routed them, instead of replaying the old weights' experts.
+  if (seq->reprefilling()) {
+    seq->routing.resize(std::min(seq->routing.size(),
+                                 static_cast<size_t>(seq->reprefill_pos * options_.routing_token_bytes)));
+  }
   for (int32_t b : seq->blocks) blocks_->Release(b);
   seq->blocks.clear();
   seq->hashes.clear();
@@ -128,6 +135,7 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
       if ((remaining == 1) != (pass == 0)) continue;
       const int64_t n = std::min(remaining, budget);
       bool fits = EnsureBlocks(seq, seq->computed + n);
+      while (!fits && reclaim_ && reclaim_()) fits = EnsureBlocks(seq, seq->computed + n);
       while (!fits) {
         // Preempt the youngest running sequence not already in this step.
         Sequence* victim = nullptr;
@@ -169,8 +177,11 @@ std::vector<StepScheduler::Item> StepScheduler::Schedule() {
       }
     }
     int64_t n = std::min(len - seq->computed, budget);
-    const int64_t room = (static_cast<int64_t>(seq->blocks.size()) + blocks_->available()) * bs - seq->computed;
-    n = std::min(n, room);
+    auto room = [&] { return (static_cast<int64_t>(seq->blocks.size()) + blocks_->available()) * bs - seq->computed; };
+    // Paused sessions give their blocks back before this one is held back.
+    while (room() < n && reclaim_ && reclaim_()) {
+    }
+    n = std::min(n, room());
     if (n <= 0 || !EnsureBlocks(seq, seq->computed + n)) {
       ReleaseBlocks(seq);
       break;

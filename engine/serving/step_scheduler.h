@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,14 @@ struct Sequence {
   // takes nothing from the prefix cache, whose blocks are the current
   // version's.
   int64_t pinned_version = -1;
+  // A session's sequence (Engine::OpenSession): parked, not retired, when
+  // a turn ends; its id is the session's.
+  bool in_session = false;
+  // How far its computed positions ever reached: computing a position
+  // below it again is a recompute.
+  int64_t computed_high = 0;
+  // Tokens it computed in prefill passes, and of those recomputed.
+  int64_t prefill_tokens = 0, reprefill_tokens = 0;
 };
 
 struct StepOptions {
@@ -108,6 +117,11 @@ class StepScheduler {
   void set_salt(uint64_t salt) { options_.salt = salt; }
   // The weight version that writes the KV of the next steps.
   void set_version(int64_t version) { version_ = version; }
+  // Called when a sequence needs blocks and none is free, before any
+  // running sequence is preempted or a waiting one is held back: frees the
+  // blocks of some paused sequence the engine may take them from, false
+  // when there is none.
+  void set_reclaim(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
 
  private:
   bool EnsureBlocks(Sequence* seq, int64_t upto);
@@ -126,6 +140,7 @@ class StepScheduler {
   std::vector<Sequence*> running_;
   int64_t preemptions_ = 0;
   int64_t version_ = 0;
+  std::function<bool()> reclaim_;
 };
 
 }  // namespace flashroll::engine

@@ -19,7 +19,7 @@ namespace flashroll::engine {
 
 namespace {
 
-constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // "▁"
+constexpr std::string_view kJsonSpmSpace = "\xE2\x96\x81";  // "▁"
 
 Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -77,10 +77,10 @@ Status ReadPreTokenizer(const JsonView& v, PreTokenizerInfo* info) {
     return Status::Ok();
   }
   if (type == "Metaspace") {
-    FR_ASSIGN_OR_RETURN(std::string replacement, v.GetString("replacement", std::string(kSpmSpace)));
+    FR_ASSIGN_OR_RETURN(std::string replacement, v.GetString("replacement", std::string(kJsonSpmSpace)));
     FR_ASSIGN_OR_RETURN(std::string scheme, v.GetString("prepend_scheme", "always"));
     FR_ASSIGN_OR_RETURN(bool split, v.GetBool("split", false));
-    if (replacement != kSpmSpace || scheme != "always" || split) {
+    if (replacement != kJsonSpmSpace || scheme != "always" || split) {
       return Status::Unimplemented(v.path() + ": Metaspace other than replacement \"▁\", "
                                    "prepend_scheme \"always\", split false is not supported");
     }
@@ -108,7 +108,7 @@ Status ReadNormalizer(const JsonView& v, bool* spm, bool* prepend) {
   }
   if (type == "Prepend") {
     FR_ASSIGN_OR_RETURN(std::string p, v.GetString("prepend"));
-    if (p != kSpmSpace) return Status::Unimplemented(v.path() + ".prepend: only \"▁\" is supported");
+    if (p != kJsonSpmSpace) return Status::Unimplemented(v.path() + ".prepend: only \"▁\" is supported");
     *prepend = true;
     *spm = true;
     return Status::Ok();
@@ -117,7 +117,7 @@ Status ReadNormalizer(const JsonView& v, bool* spm, bool* prepend) {
     FR_ASSIGN_OR_RETURN(JsonView pattern, v.GetObject("pattern"));
     FR_ASSIGN_OR_RETURN(std::string from, pattern.GetString("String", ""));
     FR_ASSIGN_OR_RETURN(std::string to, v.GetString("content"));
-    if (from != " " || to != kSpmSpace) {
+    if (from != " " || to != kJsonSpmSpace) {
       return Status::Unimplemented(v.path() + ": only Replace(\" \", \"▁\") is supported");
     }
     *spm = true;

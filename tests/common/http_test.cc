@@ -811,6 +811,17 @@ TEST_F(HttpTokenFile, RejectsEmptyOddAndMissingFiles) {
   EXPECT_NE(missing.status().message().find("open " + dir_ + "/none"), std::string::npos);
 }
 
+TEST_F(HttpTokenFile, ListsOneTokenALineAndRefusesRepeatsAndBadLines) {
+  Result<std::vector<std::string>> keys = LoadTokenFileLines(Write("k", "alice\n\n  bob  \ncarol"));
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ(*keys, (std::vector<std::string>{"alice", "bob", "carol"}));
+  EXPECT_EQ(LoadTokenFileLines(Write("r", "alice\nalice\n")).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(LoadTokenFileLines(Write("w", "alice\ntwo words\n")).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(LoadTokenFileLines(Write("e", "\n \n")).status().code(), Code::kInvalidArgument);
+  // The one-token reader still takes one alone.
+  EXPECT_EQ(LoadTokenFile(Write("two", "alice\nbob\n")).status().code(), Code::kInvalidArgument);
+}
+
 TEST(HttpClientPortTest, PortsOneTo65535AreValidAndNoOthers) {
   for (const char* url : {"http://127.0.0.1:1", "http://127.0.0.1:65535"}) {
     HttpClientOptions options;

@@ -459,6 +459,37 @@ TEST_F(StoreTest, WeightVersionsAndSandboxEvents) {
 // Schema 5: a failed sample records its infrastructure failure's kind (none
 // for the agent's own outcomes), and a store of schema 4 keeps its rows, the
 // sandbox's init exit renamed to the manager's name for it.
+// Schema 6: what the engine computed per sample; the job's totals sum it
+// over every attempt, and the tokens of the samples a trainer consumed.
+TEST_F(StoreTest, JobTokenTotalsSumPrefillOverAttemptsAndTrainedTokensOverConsumedSamples) {
+  const int64_t task = MakeTask();
+  const int64_t trained = MakeSample(task), acked = MakeSample(task), failed = MakeSample(task), left = MakeSample(task);
+  const int64_t tokens[] = {100, 70, 40, 30};
+  const int64_t ids[] = {trained, acked, failed, left};
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(StartSample(*db_, ids[i]).ok());
+    SampleOutcome outcome = Outcome(ids[i], i == 2 ? SampleStatus::kFailed : SampleStatus::kCompleted, 1.0);
+    outcome.total_tokens = tokens[i];
+    outcome.prefill_tokens = tokens[i] / 2;
+    outcome.reprefill_tokens = i;
+    ASSERT_TRUE(CompleteSample(*db_, outcome, {}).ok());
+  }
+  ASSERT_TRUE(RecordAcked(*db_, std::vector<int64_t>{trained, acked}, 0, 1).ok());
+  const TrainedSample done{.sample_id = trained, .loss_masks = {}};
+  ASSERT_TRUE(RecordTrained(*db_, std::span<const TrainedSample>(&done, 1), 1).ok());
+  auto totals = LoadJobTokenTotals(*db_, job_id_);
+  ASSERT_TRUE(totals.ok()) << totals.status().ToString();
+  EXPECT_EQ(totals->prefill_tokens, 50 + 35 + 20 + 15);
+  EXPECT_EQ(totals->reprefill_tokens, 0 + 1 + 2 + 3);
+  EXPECT_EQ(totals->trained_tokens, 100 + 70);
+  // A recompute never exceeds what was computed.
+  SampleOutcome bad = Outcome(MakeSample(task), SampleStatus::kCompleted, 1.0);
+  ASSERT_TRUE(StartSample(*db_, bad.sample_id).ok());
+  bad.prefill_tokens = 5;
+  bad.reprefill_tokens = 6;
+  EXPECT_FALSE(CompleteSample(*db_, bad, {}).ok());
+}
+
 TEST_F(StoreTest, SchemaFiveRecordsFailureKindsAndNamesEventsAsTheSandboxDoes) {
   const int64_t task = MakeTask();
   const int64_t infra = MakeSample(task), agent = MakeSample(task);
@@ -488,7 +519,7 @@ TEST_F(StoreTest, SchemaFiveRecordsFailureKindsAndNamesEventsAsTheSandboxDoes) {
   }
   db_ = OpenOrDie();
   ASSERT_NE(db_, nullptr);
-  EXPECT_EQ(*sqlite::SchemaVersion(*db_), 5);
+  EXPECT_EQ(*sqlite::SchemaVersion(*db_), kSchemaVersion);
   EXPECT_EQ(QueryText(*db_, "SELECT kind FROM sandbox_events WHERE sandbox_id = 'sb-old'"), "init_exit");
   EXPECT_EQ(QueryInt(*db_, "SELECT count(*) FROM pragma_table_info('samples') WHERE name = 'failure_kind'"), 1);
 }

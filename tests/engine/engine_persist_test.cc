@@ -366,6 +366,40 @@ TEST(EnginePersistErrorsTest, BlocksRestoredAfterAWeightSwapKeepTheirOldVersionI
   EXPECT_EQ(engine->Stats().prefix_hit_tokens, hits);
 }
 
+// A MoE sequence read back from its file makes its full blocks known to the
+// prefix cache again with their routing, so a later request that hits them
+// gets the experts its prompt was routed to (they were made known without
+// routing, and a hit read past its end).
+TEST(EnginePersistRoutingTest, BlocksReadBackOnAMoeModelAreKnownWithTheirRouting) {
+  TempDir dir;
+  const Model& model = LoadShipped("default-moe");
+  auto engine = StartPersistingEngine(model, dir.path(), 24 * model.KvLayoutFor(16, KvDType::kBF16).BlockBytes());
+  GenerationRequest first = SampledWithTopLogprobs(Prompt(6, 64), 40, 2);
+  first.return_prompt_routing = true;
+  auto stream = engine->Submit(first);
+  ASSERT_TRUE(stream.ok());
+  auto e = (*stream)->Next();
+  ASSERT_TRUE(e && e->has_token);
+  const std::vector<std::vector<int32_t>> routed = e->prompt_routing;
+  ASSERT_EQ(routed.size(), 63u);
+  ASSERT_TRUE(engine->Pause(e->sequence_id, {.to_disk = true}).ok());
+  // 380 tokens of the pool's 384: the cache forgets the paused prompt's blocks.
+  ASSERT_TRUE(engine->Generate(SampledWithTopLogprobs(Prompt(7, 370), 10, 1)).ok());
+  ASSERT_TRUE(engine->Resume(e->sequence_id).ok());
+  Choice rest;
+  Drain(**stream, &rest);
+  ASSERT_EQ(rest.finish, FinishReason::kLength);
+  const int64_t hits = WaitForStats(*engine, [](const EngineStats& s) { return s.running + s.waiting == 0; }).prefix_hit_tokens;
+  GenerationRequest again = SampledWithTopLogprobs(first.prompt, 2, 3);
+  again.return_prompt_routing = true;
+  auto out = engine->Generate(again);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(WaitForStats(*engine, [&](const EngineStats& s) { return s.prefix_hit_tokens > hits; }).prefix_hit_tokens,
+            hits + 48)
+      << "the read-back blocks were hit";
+  EXPECT_EQ((*out)[0].prompt_routing, routed);
+}
+
 long ResidentPages() {
   std::ifstream statm("/proc/self/statm");
   long size = 0, resident = 0;

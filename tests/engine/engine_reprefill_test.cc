@@ -130,6 +130,49 @@ TEST_P(EngineReprefillTest, OnlyBlocksOlderThanVMinusKAreRecomputed) {
   EXPECT_EQ(engine->Stats().reprefill_tokens, stale_end);
 }
 
+// With k = 0, a MoE sequence read back from disk after a swap without room
+// for its blocks is recomputed with the new weights' own experts, not the
+// old ones it recorded: the continuation is bitwise a fresh prefill's.
+TEST(EngineReprefillRecomputeTest, ARestoreWithoutRoomRoutesTheStaleTokensAfresh) {
+  testing::TempDir root;
+  const Model& model = LoadShipped("default-moe");
+  EngineOptions o;
+  o.persist_dir = root.path();
+  o.kv_memory_bytes = 24 * model.KvLayoutFor(16, KvDType::kBF16).BlockBytes();  // 384 tokens
+  o.max_batch_tokens = 48;
+  o.reprefill_older_than = 0;
+  auto started = Engine::Start(model, nullptr, o);
+  ASSERT_TRUE(started.ok());
+  Engine& engine = **started;
+  // Long enough that each pause lands before the sample's end on a loaded machine.
+  const GenerationRequest r = Sampled(Prompt(4, 100), 60, 6);
+  auto stream = engine.Submit(r);
+  ASSERT_TRUE(stream.ok());
+  Paused p;
+  p.stream = *stream;
+  PauseAfter(engine, &p, 6, /*to_disk=*/true);
+  const size_t old_tokens = p.choice.tokens.size();
+  ASSERT_TRUE(engine.SwapWeights(OtherWeights("default-moe", root.path()), 1).ok());
+  // Another sample holds 19 of the 24 blocks, paused: the file cannot be read back.
+  Paused held;
+  {
+    auto hog = engine.Submit(Sampled(Prompt(6, 300), 80, 3));
+    ASSERT_TRUE(hog.ok());
+    held.stream = *hog;
+  }
+  PauseAfter(engine, &held, 1);
+  ASSERT_GE(engine.GetSequence(held.id)->kv_blocks, 19);
+  ASSERT_TRUE(engine.Resume(p.id).ok());
+  held.stream.reset();  // abandoned: its blocks come free and the sample recomputes
+  Finish(&p);
+  ASSERT_EQ(p.choice.tokens.size(), 60u);
+  const std::vector<float> fresh = ScoreChoice(engine, r, p.choice, {});
+  ASSERT_EQ(fresh.size(), 60u);
+  for (size_t t = old_tokens; t < 60; ++t) {
+    ASSERT_TRUE(SameBits(fresh[t], p.choice.samples[t].logprob)) << "token " << t;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, EngineReprefillTest, ::testing::Values("default", "default-moe"));
 
 TEST(EngineReprefillOptionsTest, RefusesANegativeAgeOtherThanOff) {

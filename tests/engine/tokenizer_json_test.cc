@@ -12,7 +12,8 @@
 namespace flashroll::engine {
 namespace {
 
-using Json = nlohmann::ordered_json;
+// Named apart from common/json.h's Json: a unity source shares one namespace.
+using OrderedJson = nlohmann::ordered_json;
 
 std::string Alphabet(uint8_t b) {
   std::string s;
@@ -22,15 +23,15 @@ std::string Alphabet(uint8_t b) {
 
 // A byte-level BPE tokenizer.json: the 256 byte tokens, "Ġt" and "he" by
 // merges, one special and one plain added token.
-Json SmallTokenizer() {
-  Json vocab = Json::object();
+OrderedJson SmallTokenizer() {
+  OrderedJson vocab = OrderedJson::object();
   for (int b = 0; b < 256; ++b) vocab[Alphabet(static_cast<uint8_t>(b))] = b;
   vocab["Ġt"] = 256;
   vocab["he"] = 257;
   vocab["Ġthe"] = 258;
-  Json j;
+  OrderedJson j;
   j["version"] = "1.0";
-  j["added_tokens"] = Json::array({
+  j["added_tokens"] = OrderedJson::array({
       {{"id", 259}, {"content", "<|im_end|>"}, {"special", true}},
       {{"id", 260}, {"content", "[X]"}, {"special", false}},
   });
@@ -38,11 +39,11 @@ Json SmallTokenizer() {
   j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
   j["model"] = {{"type", "BPE"},
                 {"vocab", vocab},
-                {"merges", Json::array({"Ġ t", "h e", "Ġt he"})}};
+                {"merges", OrderedJson::array({"Ġ t", "h e", "Ġt he"})}};
   return j;
 }
 
-Result<std::unique_ptr<Tokenizer>> Load(const Json& j, const std::string& config = "") {
+Result<std::unique_ptr<Tokenizer>> Load(const OrderedJson& j, const std::string& config = "") {
   return Tokenizer::FromHuggingFaceText(j.dump(), config, "mem/tokenizer.json");
 }
 
@@ -66,11 +67,11 @@ TEST(TokenizerJsonTest, LoadsByteLevelBpe) {
 }
 
 TEST(TokenizerJsonTest, SplitPatternsSelectThePreTokenizer) {
-  Json j = SmallTokenizer();
+  OrderedJson j = SmallTokenizer();
   j["pre_tokenizer"] = {
       {"type", "Sequence"},
       {"pretokenizers",
-       Json::array({{{"type", "Split"},
+       OrderedJson::array({{{"type", "Split"},
                      {"pattern",
                       {{"Regex",
                         "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
@@ -87,45 +88,45 @@ TEST(TokenizerJsonTest, SplitPatternsSelectThePreTokenizer) {
 TEST(TokenizerJsonTest, MalformedFilesNameFileAndKey) {
   struct Bad {
     const char* what;
-    Json json;
+    OrderedJson json;
     const char* key;
     Code code;
   };
   std::vector<Bad> bad;
   auto with = [](auto edit) {
-    Json j = SmallTokenizer();
+    OrderedJson j = SmallTokenizer();
     edit(j);
     return j;
   };
-  bad.push_back({"no model", with([](Json& j) { j.erase("model"); }), "model", Code::kInvalidArgument});
-  bad.push_back({"vocab not object", with([](Json& j) { j["model"]["vocab"] = 3; }), "model.vocab",
+  bad.push_back({"no model", with([](OrderedJson& j) { j.erase("model"); }), "model", Code::kInvalidArgument});
+  bad.push_back({"vocab not object", with([](OrderedJson& j) { j["model"]["vocab"] = 3; }), "model.vocab",
                  Code::kInvalidArgument});
-  bad.push_back({"id not int", with([](Json& j) { j["model"]["vocab"]["he"] = "x"; }), "model.vocab.he",
+  bad.push_back({"id not int", with([](OrderedJson& j) { j["model"]["vocab"]["he"] = "x"; }), "model.vocab.he",
                  Code::kInvalidArgument});
-  bad.push_back({"huge id", with([](Json& j) { j["model"]["vocab"]["he"] = 1LL << 40; }), "model.vocab.he",
+  bad.push_back({"huge id", with([](OrderedJson& j) { j["model"]["vocab"]["he"] = 1LL << 40; }), "model.vocab.he",
                  Code::kInvalidArgument});
-  bad.push_back({"negative id", with([](Json& j) { j["model"]["vocab"]["he"] = -1; }), "model.vocab.he",
+  bad.push_back({"negative id", with([](OrderedJson& j) { j["model"]["vocab"]["he"] = -1; }), "model.vocab.he",
                  Code::kInvalidArgument});
-  bad.push_back({"bad merge", with([](Json& j) { j["model"]["merges"][0] = "nospace"; }), "model.merges[0]",
+  bad.push_back({"bad merge", with([](OrderedJson& j) { j["model"]["merges"][0] = "nospace"; }), "model.merges[0]",
                  Code::kInvalidArgument});
-  bad.push_back({"merge part unknown", with([](Json& j) { j["model"]["merges"][1] = "h zz"; }), "merge 1",
+  bad.push_back({"merge part unknown", with([](OrderedJson& j) { j["model"]["merges"][1] = "h zz"; }), "merge 1",
                  Code::kInvalidArgument});
-  bad.push_back({"wordpiece", with([](Json& j) { j["model"]["type"] = "WordPiece"; }), "model.type",
+  bad.push_back({"wordpiece", with([](OrderedJson& j) { j["model"]["type"] = "WordPiece"; }), "model.type",
                  Code::kUnimplemented});
-  bad.push_back({"pre type", with([](Json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }),
+  bad.push_back({"pre type", with([](OrderedJson& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }),
                  "pre_tokenizer.type", Code::kUnimplemented});
-  bad.push_back({"unknown split", with([](Json& j) {
+  bad.push_back({"unknown split", with([](OrderedJson& j) {
                    j["pre_tokenizer"] = {{"type", "Sequence"},
-                                         {"pretokenizers", Json::array({{{"type", "Split"},
+                                         {"pretokenizers", OrderedJson::array({{{"type", "Split"},
                                                                          {"pattern", {{"Regex", "\\d+"}}},
                                                                          {"behavior", "Isolated"}},
                                                                         {{"type", "ByteLevel"},
                                                                          {"use_regex", false}}})}};
                  }),
                  "\\d+", Code::kUnimplemented});
-  bad.push_back({"added token no id", with([](Json& j) { j["added_tokens"][0].erase("id"); }),
+  bad.push_back({"added token no id", with([](OrderedJson& j) { j["added_tokens"][0].erase("id"); }),
                  "added_tokens[0].id", Code::kInvalidArgument});
-  bad.push_back({"normalizer", with([](Json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }),
+  bad.push_back({"normalizer", with([](OrderedJson& j) { j["normalizer"] = {{"type", "Lowercase"}}; }),
                  "normalizer.type", Code::kUnimplemented});
   for (const Bad& b : bad) {
     auto tok = Load(b.json);

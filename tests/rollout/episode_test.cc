@@ -36,10 +36,12 @@ class EpisodeTest : public ::testing::Test {
     engine_ = std::move(*engine);
   }
 
-  Episode Run(const Task& task, EpisodeOptions options = Greedy()) {
+  Episode Run(const Task& task, EpisodeOptions options = Greedy()) { return RunOn(*EnginePolicy(*engine_), task, options); }
+
+  Episode RunOn(Policy& policy, const Task& task, EpisodeOptions options) {
     auto ws = LocalWorkspace::Create();
     EXPECT_TRUE(ws.ok());
-    auto episode = RunEpisode(*EnginePolicy(*engine_), *tokenizer_, *Scaffolds()[0], task, **ws, options);
+    auto episode = RunEpisode(policy, *tokenizer_, *Scaffolds()[0], task, **ws, options);
     EXPECT_TRUE(episode.ok()) << episode.status().ToString();
     return std::move(*episode);
   }
@@ -74,6 +76,42 @@ TEST_F(EpisodeTest, ToolOutputAndPromptCannotForgeTurns) {
   int64_t tool_turns = 0;
   for (const EpisodeTurn& t : e.turns) tool_turns += t.command.empty() ? 0 : 1;
   EXPECT_EQ(CountImStart(e), 3 + 2 * tool_turns);
+}
+
+// An episode is one engine session: its later turns compute the tool's
+// tokens alone, and it samples what a request per turn with the whole
+// conversation samples (here on an engine without a prefix cache, which
+// computes the whole history again each turn, and counts it).
+TEST_F(EpisodeTest, OnASessionLaterTurnsComputeOnlyTheToolsTokens) {
+  const Task task = TaskFamilies()[1]->Generate(11, 1);  // its first turn runs a tool
+  EpisodeOptions options = Greedy();
+  options.temperature = 1.0;
+  options.seed = 3;
+  options.max_turns = 3;
+  const Episode on_session = Run(task, options);
+  ASSERT_GE(on_session.turns.size(), 2u);
+  engine::EngineOptions uncached;
+  uncached.kv_memory_bytes = 64 << 20;
+  uncached.prefix_caching = false;
+  auto other = engine::Engine::Start(*model_, tokenizer_.get(), uncached);
+  ASSERT_TRUE(other.ok());
+  const Episode per_turn = RunOn(*EnginePolicy(**other, /*sessions=*/false), task, options);
+  EXPECT_EQ(per_turn.tokens, on_session.tokens);
+  EXPECT_EQ(per_turn.logprobs, on_session.logprobs);
+  // Every token but the last sampled one computed once, each turn's first
+  // positions in prefill passes; nothing twice.
+  EXPECT_EQ(on_session.reprefill_tokens, 0);
+  EXPECT_GT(on_session.prefill_tokens, 0);
+  // Each later turn's request computed the turns before it again.
+  int64_t history = 0;
+  for (size_t t = 1; t < per_turn.turns.size(); ++t) history += per_turn.turns[t - 1].token_end - 1;
+  EXPECT_EQ(per_turn.reprefill_tokens, history);
+  EXPECT_EQ(per_turn.prefill_tokens - per_turn.reprefill_tokens, on_session.prefill_tokens);
+  // The session was closed (the engine publishes its stats after a step).
+  for (int i = 0; i < 200 && engine_->Stats().kv_blocks_used > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine_->Stats().kv_blocks_used, 0);
 }
 
 TEST_F(EpisodeTest, SampledTokensCarryLogprobs) {

@@ -24,7 +24,7 @@ class PolicyTest : public ::testing::Test {
     engine::OpenAiServerOptions server;
     server.port = 0;
     server.model_name = "default";
-    server.api_key = "policy-test-key";
+    server.api_keys = {"policy-test-key"};
     server_ = engine::OpenAiServer::Start(engine_, tokenizer_, server).value().release();
   }
   static void TearDownTestSuite() {

@@ -212,6 +212,24 @@ TEST(JobConfigTest, ModelDeviceIsReadAndChecked) {
   EXPECT_EQ(bad.status().message(), "j.yaml:3: model.device: 'tpu' is not a device (expected cpu, cuda or cuda:N)");
 }
 
+// model.sessions (default true) and model.reprefill_older_than (default -1,
+// off; -1 or at least 0), a bad value naming the key.
+TEST(JobConfigTest, SessionsAndReprefillOlderThanAreReadAndChecked) {
+  auto defaults = Parse(std::string(kHead) + "tasks: {families: [arithmetic]}\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_TRUE(defaults->model.sessions);
+  EXPECT_EQ(defaults->model.reprefill_older_than, -1);
+  auto set = Parse("kind: rl_job\nname: j\nmodel: {path: models/default, sessions: false, reprefill_older_than: 2}\n"
+                   "tasks: {families: [arithmetic]}\n");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_FALSE(set->model.sessions);
+  EXPECT_EQ(set->model.reprefill_older_than, 2);
+  auto bad = Parse("kind: rl_job\nname: j\nmodel: {path: models/default, reprefill_older_than: -2}\n"
+                   "tasks: {families: [arithmetic]}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("model.reprefill_older_than"), std::string::npos) << bad.status().message();
+}
+
 TEST(JobConfigTest, MissingModelPathIsRefused) {
   auto config = Parse("kind: rl_job\nname: j\nmodel: {path: models/nowhere}\ntasks: {families: [arithmetic]}\n");
   ASSERT_FALSE(config.ok());

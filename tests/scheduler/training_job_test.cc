@@ -154,7 +154,8 @@ TEST_F(TrainingJobTest, SigtermWhileTheTrainerRunsOnEndsTheJobPromptly) {
 // What the trainer doubles below share, written ahead of each one's own
 // script by WriteTrainerDouble: the flags the job passes, call() (the
 // answer's JSON, None for an empty 204 answer, an HTTPError for an error),
-// write_checkpoint() (a copy of the model as checkpoint <name>) and
+// write_checkpoint() (a copy of the model as checkpoint <name>),
+// write_other_checkpoint() (other weights of the model's shapes) and
 // train_until_quiet().
 constexpr char kTrainerDoublePreamble[] = R"PY(
 import json, os, shutil, sys, time, urllib.error, urllib.request
@@ -170,6 +171,19 @@ def write_checkpoint(name):
     os.makedirs(os.path.join(root, name))
     for f in ("config.json", "model.safetensors"):
         shutil.copy(os.path.join(args["--model"], f), os.path.join(root, name))
+def write_other_checkpoint(name):
+    # Other weights of the same shapes: layers 0 and 1 exchanged.
+    write_checkpoint(name)
+    path = os.path.join(root, name, "model.safetensors")
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header, data = json.loads(f.read(n)), f.read()
+    for tensor in [t for t in header if t.startswith("model.layers.0.")]:
+        other = "model.layers.1." + tensor[len("model.layers.0."):]
+        header[tensor]["data_offsets"], header[other]["data_offsets"] = header[other]["data_offsets"], header[tensor]["data_offsets"]
+    encoded = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little") + encoded + data)
 def train_until_quiet(name, trainer_version, quiet_s):
     # Leases and acks what the job serves, writing each group id to `name`,
     # until nothing comes for quiet_s or the queue closes (409).
@@ -190,15 +204,16 @@ void WriteTrainerDouble(const std::string& path, const char* script) {
   std::ofstream(path) << kTrainerDoublePreamble << script;
 }
 
-// A test double of a trainer: publishes a copy of the model as version 1
-// as soon as some sample started and not finished has sampled tokens
+// A test double of a trainer: publishes other weights (layers 0 and 1 of
+// the model exchanged) as version 1 as soon as some sample started and not
+// finished has sampled tokens
 // (however late Python starts on a loaded machine): tokens generated
 // between two polls with samples in flight and none finished belong to a
 // sample still running. Then it takes every group as it finishes and exits 0
 // once all have. Taking groups opens more of them; leasing never blocks, so
 // the double does not sleep through the samples it waits for.
 constexpr char kEarlyWeightsTrainer[] = R"PY(
-write_checkpoint("v000001")
+write_other_checkpoint("v000001")
 published, last = False, None
 while True:
     status = call("/v1/status")
@@ -248,6 +263,11 @@ TEST_F(TrainingJobTest, SamplesRunningAtASwapContinueOnTheNewWeightsWithoutResta
   }
   EXPECT_GT(spanning, 0) << "a sample generating at the swap carries tokens of both versions";
   EXPECT_GT(on_new, 0);
+  // Each episode is one engine session: its later turns computed only the
+  // tool's tokens, on the new weights too, and nothing was computed twice.
+  EXPECT_GT(summary->prefill_tokens, 0);
+  EXPECT_EQ(summary->reprefill_tokens, 0);
+  EXPECT_GT(summary->trained_tokens, 0);
 }
 
 // A test double of a trainer: lets the two groups the staleness gate opens
