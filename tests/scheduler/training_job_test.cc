@@ -663,17 +663,19 @@ TEST_F(TrainingJobTest, EvaluateOnlyRunsTheEvaluationAtEachTemperatureAndOnTheGi
 TEST_F(TrainingJobTest, AJobThatMakesNoProgressForTheStallTimeoutFailsWithTheReason) {
   const JobConfig config = Load(WithScheduler(
       WriteConfig("stalled", "  command: [/bin/sh, -c, 'exec sleep 60', trainer]\n  restarts: 0\n"),
-      // Long enough for the first tokens under ASan on a loaded machine
-      // (at 1500ms the job once stalled before any sample finished).
-      "stall_timeout: 4s", ""));
+      // Long enough for two groups to finish under ASan on a loaded machine
+      // (at 1500ms the job once stalled before any sample finished, at 4s
+      // once at load 20).
+      "stall_timeout: 10s", ""));
   const auto start = std::chrono::steady_clock::now();
   auto summary = RunRlJob(config, {});
   ASSERT_FALSE(summary.ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40)) << "the sleeping trainer was stopped";
+  // The trainer sleeps 60 s: the job must stop it, not wait for it.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(55)) << "the sleeping trainer was stopped";
   const std::string message = summary.status().message();
   EXPECT_EQ(summary.status().code(), Code::kDeadlineExceeded) << message;
   EXPECT_NE(message.find("stalled: no sample finished, no token generated, no group consumed and no weights"
-                         " published for 4000 ms (scheduler.stall_timeout)"),
+                         " published for 10000 ms (scheduler.stall_timeout)"),
             std::string::npos)
       << message;
   EXPECT_NE(message.find("2/4 groups finished, 2 opened"), std::string::npos) << message;
