@@ -37,7 +37,7 @@ run-controls: build
 	rm -rf runs/quickstart-controls*
 	sed -e 's/^name: quickstart$$/name: quickstart-controls/' \
 	    -e 's|^store: runs/quickstart.db$$|store: runs/quickstart-controls.db|' \
-	    -e 's|^training:$$|training:\n  eval_temperatures: [0.7, 0]\n  checkpoint_dir: runs/quickstart-checkpoints|' \
+	    -e 's|^training:$$|training:\n  eval_temperatures: [1.0, 0.7, 0]\n  checkpoint_dir: runs/quickstart-checkpoints|' \
 	    configs/quickstart.yaml > runs/quickstart-controls.yaml
 	./build/flashroll run runs/quickstart-controls.yaml --evaluate-only \
 	  $(if $(wildcard runs/quickstart-checkpoints/v*),--weights $(lastword $(sort $(wildcard runs/quickstart-checkpoints/v*))))
