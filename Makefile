@@ -27,11 +27,12 @@ run: build
 
 # The controls beside the quickstart's gain (docs/BENCHMARKS.md, "The closed
 # loop"): the quickstart's fixed evaluation, tuning and held-out test sets,
-# at T = 0.7 and greedy (T = 1.0 is `make run`'s own, before and after), on
-# the base model and, once `make run` has run, on the weights it ended on
-# (the newest of runs/quickstart-checkpoints), paired by episode. The quickstart trains with no auxiliary loss term
-# (entropy_weight 0, kl 0), so there is no run with advantages zeroed to
-# make. Evaluation only, three temperatures a side: long, and not in CI.
+# at T = 1.0 (the same episodes as `make run`'s own "before" and "after"),
+# 0.7 and greedy, on the base model and, once `make run` has run, on the
+# weights it ended on (the newest of runs/quickstart-checkpoints), paired by
+# episode. The quickstart trains with no auxiliary loss term (entropy_weight
+# 0, kl 0), so there is no run with advantages zeroed to make. Evaluation
+# only, three temperatures a side: long, and not in CI.
 run-controls: build
 	mkdir -p runs
 	rm -rf runs/quickstart-controls*
