@@ -27,17 +27,18 @@ run: build
 
 # The controls beside the quickstart's gain (docs/BENCHMARKS.md, "The closed
 # loop"): the quickstart's fixed evaluation, tuning and held-out test sets,
-# at T = 0.7 and greedy (T = 1.0 is `make run`'s own, before and after), on
-# the base model and, once `make run` has run, on the weights it ended on
-# (the newest of runs/quickstart-checkpoints), paired by episode. The quickstart trains with no auxiliary loss term
-# (entropy_weight 0, kl 0), so there is no run with advantages zeroed to
-# make. Evaluation only, three temperatures a side: long, and not in CI.
+# at T = 1.0 (the same episodes as `make run`'s own "before" and "after"),
+# 0.7 and greedy, on the base model and, once `make run` has run, on the
+# weights it ended on (the newest of runs/quickstart-checkpoints), paired by
+# episode. The quickstart trains with no auxiliary loss term (entropy_weight
+# 0, kl 0), so there is no run with advantages zeroed to make. Evaluation
+# only, three temperatures a side: long, and not in CI.
 run-controls: build
 	mkdir -p runs
 	rm -rf runs/quickstart-controls*
 	sed -e 's/^name: quickstart$$/name: quickstart-controls/' \
 	    -e 's|^store: runs/quickstart.db$$|store: runs/quickstart-controls.db|' \
-	    -e 's|^training:$$|training:\n  eval_temperatures: [0.7, 0]\n  checkpoint_dir: runs/quickstart-checkpoints|' \
+	    -e 's|^training:$$|training:\n  eval_temperatures: [1.0, 0.7, 0]\n  checkpoint_dir: runs/quickstart-checkpoints|' \
 	    configs/quickstart.yaml > runs/quickstart-controls.yaml
 	./build/flashroll run runs/quickstart-controls.yaml --evaluate-only \
 	  $(if $(wildcard runs/quickstart-checkpoints/v*),--weights $(lastword $(sort $(wildcard runs/quickstart-checkpoints/v*))))

@@ -44,6 +44,7 @@ Schema TrainingSchema() {
       .Optional("eval_tasks", Schema::Int(0, 100'000))
       .Optional("eval_seed", Schema::Int(0, tasks::kMaxSetSeed))
       .Optional("test_seed", Schema::Int(0, tasks::kMaxSetSeed))
+      .Optional("test_tasks", Schema::Int(1, 100'000))
       .Optional("eval_temperatures", Schema::List(Schema::Float(0, 10), 1));
 }
 
@@ -465,6 +466,7 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
     t.eval_tasks = ReadInt(training, "eval_tasks", t.eval_tasks);
     t.eval_seed = ReadInt(training, "eval_seed", t.eval_seed);
     if (training["test_seed"].IsDefined()) t.test_seed = ReadInt(training, "test_seed", 0);
+    if (training["test_tasks"].IsDefined()) t.test_tasks = ReadInt(training, "test_tasks", 0);
     if (const YAML::Node temps = training["eval_temperatures"]; temps.IsDefined()) {
       for (size_t i = 0; i < temps.size(); ++i) {
         const double temperature = temps[i].as<double>();
@@ -507,6 +509,10 @@ Result<JobConfig> ParseJobConfig(const ConfigFile& file) {
   if (c.training.eval_tasks > 0 && c.tasks.families.empty()) {
     return file.ErrorAt(Where(root, "training", "eval_tasks"), "training.eval_tasks",
                         "the evaluation set is generated from tasks.families, and there are none");
+  }
+  if (c.training.test_tasks && !c.training.test_seed) {
+    return file.ErrorAt(Where(root, "training", "test_tasks"), "training.test_tasks",
+                        "sizes the held-out set, and there is none (training.test_seed)");
   }
   if (c.tasks.min_difficulty > c.tasks.max_difficulty) {
     return file.ErrorAt(Where(root, "tasks", "min_difficulty"), "tasks.min_difficulty",

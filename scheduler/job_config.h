@@ -172,6 +172,10 @@ struct JobConfig {
     // When set, the same evaluation also runs on this held-out set, which
     // tuning never looks at (report its numbers, tune on eval_seed's).
     std::optional<int64_t> test_seed;
+    // The held-out set's tasks per effort; unset: eval_tasks. A test set
+    // larger than the tuning set cuts the reported change's standard error
+    // where it matters without paying for it twice.
+    std::optional<int64_t> test_tasks;
     // The evaluation's temperatures, the first reported first (0: greedy).
     // Empty: the sampling temperature, and 1.0 beside it.
     std::vector<double> eval_temperatures;

@@ -33,6 +33,12 @@ Result<nlohmann::json> EvaluateSet(const JobConfig& config, EvalOptions options,
   return out;
 }
 
+// The held-out set's tasks per effort: test_tasks, else eval_tasks; 0 without a test set.
+int64_t TestTasks(const JobConfig& config) {
+  if (!config.training.test_seed) return 0;
+  return config.training.test_tasks.value_or(config.training.eval_tasks);
+}
+
 }  // namespace
 
 std::string EvalTemperatureKey(double temperature) {
@@ -42,8 +48,7 @@ std::string EvalTemperatureKey(double temperature) {
 }
 
 int64_t JobEvaluationEpisodes(const JobConfig& config) {
-  const int64_t sets = config.training.test_seed ? 2 : 1;
-  return sets * static_cast<int64_t>(Temperatures(config).size()) * config.training.eval_tasks *
+  return static_cast<int64_t>(Temperatures(config).size()) * (config.training.eval_tasks + TestTasks(config)) *
          static_cast<int64_t>(config.rollout.efforts.size());
 }
 
@@ -67,6 +72,7 @@ Result<nlohmann::json> RunJobEvaluation(const JobConfig& config, const Scaffold&
   if (config.training.test_seed) {
     eval.purpose = tasks::Purpose::kTest;
     eval.seed = *config.training.test_seed;
+    eval.episodes_per_cell = static_cast<int>(TestTasks(config));
     FR_ASSIGN_OR_RETURN(out["test"], EvaluateSet(config, eval, policy, tokenizer, manager));
   }
   return out;

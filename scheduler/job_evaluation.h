@@ -3,7 +3,8 @@
 // token and turn budgets and scaffold, at the sampling temperature and, when
 // that is not 1.0, at T = 1.0 too (a trained policy that only learnt a lower
 // temperature shows it there); on the tuning set (training.eval_seed) and,
-// with training.test_seed, on the held-out test set. training.eval_temperatures
+// with training.test_seed, on the held-out test set (training.test_tasks tasks
+// per effort, else eval_tasks). training.eval_temperatures
 // replaces the temperatures (e.g. [1.0, 0.7, 0]: the controls of `make
 // run-controls`; 0 is greedy).
 //

@@ -303,7 +303,7 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
                    "training:\n  algorithm: grpo\n  steps: 5\n  learning_rate: 0.001\n  clip: 0.3\n  kl: 0.05\n  negative_weight: 0.5\n"
                    "  entropy_weight: -0.5\n"
                    "  grad_clip: 2\n  loss_agg: dr_grpo\n  command: [my-trainer, --fast]\n  checkpoint_dir: ck\n"
-                   "  restarts: 0\n  eval_tasks: 16\n  eval_seed: 9\n  test_seed: 11\n"
+                   "  restarts: 0\n  eval_tasks: 16\n  eval_seed: 9\n  test_seed: 11\n  test_tasks: 48\n"
                    "trainer_api: {token_file: t, lease_timeout: 2s}\n");
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   const JobConfig::Training& t = all->training;
@@ -321,6 +321,12 @@ TEST(JobConfigTest, TrainingSettingsAndTheirDefaults) {
   EXPECT_EQ(t.eval_tasks, 16);
   EXPECT_EQ(t.eval_seed, 9);
   EXPECT_EQ(t.test_seed, 11);
+  EXPECT_EQ(t.test_tasks, 48);
+  EXPECT_FALSE(defaults->training.test_tasks.has_value()) << "unset: the held-out set has eval_tasks tasks";
+  auto no_test_set = Parse(head + "training: {steps: 2, eval_tasks: 4, test_tasks: 8}\ntrainer_api: {token_file: t}\n");
+  EXPECT_NE(no_test_set.status().message().find("training.test_tasks: sizes the held-out set, and there is none"),
+            std::string::npos)
+      << no_test_set.status().message();
   // Set seeds are packed into 31 bits (tasks/instance.h).
   for (const char* seed : {"tasks: {families: [arithmetic], seed: -1}\n", "tasks: {families: [arithmetic], seed: 2147483648}\n"}) {
     EXPECT_NE(Parse(head.substr(0, head.find("tasks:")) + seed).status().message().find("tasks.seed: value"), std::string::npos)

@@ -1,6 +1,6 @@
 // The task sets of the shipped configs never share a task (issue 22, item
-// 4): the quickstart's training tasks, its evaluation set (the same tasks at
-// every effort), a test set, and the demonstrations the default models were
+// 4): the quickstart's training tasks, its tuning and held-out test sets (the
+// same tasks at every effort), and the demonstrations the default models were
 // trained on (models/*/demonstrations.json). Before tasks::Instance, 15 of
 // the quickstart's 384 evaluation episodes ran a demonstration's task.
 #include <fstream>
@@ -38,16 +38,24 @@ TEST(TaskSetsTest, TheQuickstartsSetsAndTheDemonstrationsShareNoTask) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   const tasks::InstanceSet job_set{Families(config->tasks.families), static_cast<int>(config->tasks.min_difficulty),
                                    static_cast<int>(config->tasks.max_difficulty)};
+  // The evaluation's tasks: the tuning set's, then the held-out set's.
+  ASSERT_TRUE(config->training.test_seed.has_value());
+  const int64_t test_tasks = config->training.test_tasks.value_or(config->training.eval_tasks);
   std::set<std::string> eval_ids;
   std::set<std::string> eval_prompts;
   std::set<uint64_t> eval_seeds;
-  for (int64_t i = 0; i < config->training.eval_tasks; ++i) {
-    const tasks::TaskInstance t = tasks::Instance(tasks::Purpose::kEval, config->training.eval_seed, i, job_set);
+  for (int64_t i = 0; i < config->training.eval_tasks + test_tasks; ++i) {
+    const bool tuning = i < config->training.eval_tasks;
+    const tasks::TaskInstance t =
+        tuning ? tasks::Instance(tasks::Purpose::kEval, config->training.eval_seed, i, job_set)
+               : tasks::Instance(tasks::Purpose::kTest, *config->training.test_seed, i - config->training.eval_tasks,
+                                 job_set);
     eval_ids.insert(t.task.id);
     eval_prompts.insert(Content(t.task));
     eval_seeds.insert(t.seed);
   }
-  ASSERT_EQ(eval_ids.size(), static_cast<size_t>(config->training.eval_tasks));
+  ASSERT_EQ(eval_ids.size(), static_cast<size_t>(config->training.eval_tasks + test_tasks))
+      << "the tuning and held-out sets share no task";
 
   for (const char* model : {"models/default", "models/default-moe"}) {
     std::ifstream in(std::string(model) + "/demonstrations.json");

@@ -628,7 +628,8 @@ TEST_F(TrainingJobTest, EvaluateOnlyRunsTheEvaluationAtEachTemperatureAndOnTheGi
     std::filesystem::copy_file(std::string("models/default/") + f, checkpoints + "/v000007/" + f);
   }
   const JobConfig config = Load(WriteConfig(
-      "controls", "  eval_tasks: 2\n  eval_temperatures: [1.0, 0]\n  checkpoint_dir: " + checkpoints + "\n"));
+      "controls", "  eval_tasks: 2\n  test_seed: 11\n  test_tasks: 3\n  eval_temperatures: [1.0, 0]\n  checkpoint_dir: " +
+                      checkpoints + "\n"));
   RlJobOptions options;
   options.evaluate_only = true;
   options.evaluate_weights = checkpoints + "/v000007";
@@ -642,6 +643,9 @@ TEST_F(TrainingJobTest, EvaluateOnlyRunsTheEvaluationAtEachTemperatureAndOnTheGi
     EXPECT_EQ(report["total"]["episodes"], 2) << side;
     ASSERT_TRUE(report.contains("at_temperature_0")) << side << ": " << report.dump();
     EXPECT_EQ(report["at_temperature_0"]["total"]["episodes"], 2) << side;
+    // The held-out set has training.test_tasks tasks, not eval_tasks.
+    EXPECT_EQ(report["test"]["total"]["episodes"], 3) << side;
+    EXPECT_EQ(report["test"]["at_temperature_0"]["total"]["episodes"], 3) << side;
   }
   // Paired by episode: the same tasks at the same indices on both sides.
   const Json& before = summary->eval["before"]["at_temperature_0"]["episodes"];
