@@ -164,9 +164,9 @@ TEST_F(CheckpointTest, ATruncatedWeightsFileIsInvalidArgument) {
 }
 
 // A setting the families read, changed in a copy of a shipped model: what
-// the check must name. Main compared only seven sizes, so a checkpoint with
-// another top-k routing, rope or norm epsilon was accepted and served
-// garbled output.
+// the check must name. A check of the seven sizes alone let a checkpoint with
+// another top-k routing, rope or norm epsilon in, and it served garbled
+// output.
 struct SettingCase {
   const char* model;
   const char* file;  // config.json or generation_config.json
