@@ -32,16 +32,17 @@ using testing::ReadWholeFile;
 using testing::TempDir;
 using testing::WriteWholeFile;
 
+// Each shipped model loaded once for the whole binary, freed at exit.
 const Model& Shipped(const std::string& dir) {
-  static std::map<std::string, const Model*> models;
-  const Model*& model = models[dir];
+  static std::map<std::string, std::unique_ptr<Model>> models;
+  std::unique_ptr<Model>& model = models[dir];
   if (model == nullptr) {
     auto loaded = Model::Load(dir);
     if (!loaded.ok()) {
       ADD_FAILURE() << loaded.status().ToString();
       std::abort();
     }
-    model = loaded->release();
+    model = std::move(loaded).value();
   }
   return *model;
 }
